@@ -1,0 +1,575 @@
+/*
+ * unstable — write-back cache accounting that never OOMs on unstable data.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * This is the umbrella header and the only one a user includes. It documents
+ * the model, the threading contract and, per function, the return values and
+ * error codes.
+ *
+ * THE MODEL
+ *
+ *   us_engine   the whole cache: its clock, allocator, domains and backends.
+ *               No global state: two engines in one process are independent.
+ *   us_domain   an accounting domain, a node of a tree like a memory cgroup.
+ *               Every counter of a domain covers its whole subtree; a parent's
+ *               max bounds its subtree.
+ *   us_backend  where data is written: user callbacks (flush, commit, sync,
+ *               evict) and the commit sequence of the server.
+ *   us_object   a file: belongs to one backend and one domain, holds
+ *               non-overlapping buffers indexed by offset.
+ *   us_buf      a range [offset, offset + length) of an object, with a state,
+ *               a reference count and optional payload memory.
+ *
+ * BUFFER STATES
+ *
+ *        us_buf_dirty()            flush callback        write_done(UNSTABLE, seq)
+ *   CLEAN ─────────────▶ DIRTY ─────────────────▶ WRITEBACK ───────────────▶ UNSTABLE
+ *     ▲                   ▲ ▲                        │  │                       │ │
+ *     │                   │ └── write_done(ERROR) ───┘  │ write_done(STABLE),   │ │
+ *     │                   │     or REDIRTIED            │ or seq <= committed   │ │
+ *     │                   └── us_buf_dirty(), commit_lost ──────────────────────┘ │
+ *     └────────────── write_done(STABLE / LOST) ◀───┘     commit_done(seq) ───────┘
+ *
+ * A buffer in WRITEBACK that is dirtied again gets the REDIRTIED flag and goes
+ * back to DIRTY when its write completes, whatever the result: a newer write
+ * is never overtaken by an older one. A permanent error (US_WRITE_LOST) cleans
+ * the buffer and records the error on the object for its sync callers.
+ *
+ * THREADS AND LOCKS
+ *
+ * Every function may be called from any thread. The engine serialises its
+ * state with one internal lock; user callbacks are never called with it held,
+ * so a callback may call any function of this header, including the
+ * completion functions for the buffers it was handed. No function of this
+ * header blocks waiting on I/O in this version.
+ *
+ * ERRORS
+ *
+ * Functions return 0 (or a count) on success and a negative errno on
+ * failure; errno itself is never used as a channel. On failure nothing has
+ * changed, and no callback was called. Bad arguments give -EINVAL.
+ */
+#ifndef UNSTABLE_UNSTABLE_H
+#define UNSTABLE_UNSTABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <unstable/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define US_EXPORT __attribute__((visibility("default")))
+#else
+#define US_EXPORT
+#endif
+
+/* A limit that is not set. */
+#define US_UNLIMITED UINT64_MAX
+
+/* The largest single buffer: 1 GiB. */
+#define US_BUF_MAX_BYTES ((uint64_t)1 << 30)
+
+typedef struct us_engine us_engine;
+typedef struct us_domain us_domain;
+typedef struct us_backend us_backend;
+typedef struct us_object us_object;
+typedef struct us_buf us_buf;
+
+/* ------------------------------------------------------------------------ */
+/* Version and errors                                                        */
+
+/* The library's version, "MAJOR.MINOR.PATCH". Never NULL. */
+US_EXPORT const char *us_version(void);
+
+/* A static description of a negative errno returned by this library. */
+US_EXPORT const char *us_strerror(int err);
+
+/* ------------------------------------------------------------------------ */
+/* Engine                                                                    */
+
+enum us_clock_kind {
+	US_CLOCK_MONOTONIC = 0, /* CLOCK_MONOTONIC, the default */
+	US_CLOCK_VIRTUAL = 1,   /* starts at 0, moved only by us_engine_clock_advance() */
+	US_CLOCK_CUSTOM = 2,    /* the clock_fn below */
+};
+
+/* What an allocation made through the allocator hooks is for. */
+enum us_alloc_kind {
+	US_ALLOC_META = 0,    /* engine records: domains, objects, buffers */
+	US_ALLOC_PAYLOAD = 1, /* buffer payload memory */
+};
+
+/*
+ * Allocator hooks. When given, every allocation the engine makes goes
+ * through them (both kinds), and neither jemalloc nor the C allocator is
+ * used. alloc returns NULL on failure, which the engine reports as -ENOMEM
+ * and survives. free receives the size that was allocated. The hooks may be
+ * called with the engine lock held: they must not call into the engine.
+ */
+struct us_alloc_hooks {
+	void *(*alloc)(void *ctx, size_t size, enum us_alloc_kind kind);
+	void (*free)(void *ctx, void *ptr, size_t size, enum us_alloc_kind kind);
+	void *ctx;
+};
+
+/*
+ * Engine options. Initialise with us_engine_options_init(), which sets size
+ * to sizeof(struct us_engine_options): fields added later go at the end, and
+ * an older caller's smaller struct keeps working.
+ */
+struct us_engine_options {
+	size_t size;
+	/* max of the root domain. Default: the machine's physical memory. */
+	uint64_t memory_bytes;
+	enum us_clock_kind clock;
+	/* For US_CLOCK_CUSTOM: returns nanoseconds, never decreasing. Called
+	 * with the engine lock held; it must not call into the engine. */
+	uint64_t (*clock_fn)(void *ctx);
+	void *clock_ctx;
+	/* NULL: payloads from jemalloc arenas (or the C allocator when built
+	 * without jemalloc), records from the C allocator. */
+	const struct us_alloc_hooks *alloc;
+	/* Domains that may own a jemalloc arena, the root included (default 8);
+	 * the others share their nearest ancestor's. 0 means the default. */
+	unsigned max_arenas;
+};
+
+/* Fills opts with the defaults. */
+US_EXPORT void us_engine_options_init(struct us_engine_options *opts);
+
+/*
+ * Creates an engine. opts may be NULL for the defaults.
+ * Errors: -EINVAL (bad size, unknown clock, custom clock without clock_fn,
+ * incomplete hooks, memory_bytes of 0), -ENOMEM.
+ */
+US_EXPORT int us_engine_create(const struct us_engine_options *opts, us_engine **out);
+
+/*
+ * Destroys the engine and everything in it. Clean unreferenced buffers are
+ * evicted (the evict callback is called for each). Errors: -EINVAL (NULL),
+ * -EBUSY when a buffer is still dirty, in writeback, unstable or referenced,
+ * in which case nothing is freed.
+ */
+US_EXPORT int us_engine_destroy(us_engine *e);
+
+/* The engine's current time in nanoseconds (0 for a NULL engine). */
+US_EXPORT uint64_t us_engine_now(us_engine *e);
+
+/*
+ * Moves a virtual clock forward by delta_ns. Errors: -EINVAL when the engine
+ * does not use US_CLOCK_VIRTUAL or the clock would overflow.
+ */
+US_EXPORT int us_engine_clock_advance(us_engine *e, uint64_t delta_ns);
+
+/* The root domain, created with the engine; it cannot be destroyed. */
+US_EXPORT us_domain *us_engine_root(us_engine *e);
+
+/* ------------------------------------------------------------------------ */
+/* Domains                                                                   */
+
+/*
+ * Creates a domain under parent (NULL: the root). name is copied, at most
+ * 63 bytes, and must be unique among its siblings. Flags: US_DOMAIN_ARENA
+ * asks for a jemalloc arena of its own (granted while the engine has fewer
+ * than max_arenas; otherwise the domain silently shares its ancestor's).
+ * Errors: -EINVAL (NULL name or out, empty or too long name, foreign parent,
+ * unknown flag), -EEXIST (sibling with that name), -ENOMEM.
+ */
+#define US_DOMAIN_ARENA 0x1u
+US_EXPORT int us_domain_create(us_engine *e, us_domain *parent, const char *name,
+			       unsigned flags, us_domain **out);
+
+/*
+ * Destroys a domain. Errors: -EINVAL (NULL, the root), -EBUSY (it has child
+ * domains, objects or charged bytes).
+ */
+US_EXPORT int us_domain_destroy(us_domain *d);
+
+US_EXPORT const char *us_domain_name(const us_domain *d);
+US_EXPORT us_domain *us_domain_parent(const us_domain *d);
+
+/*
+ * Limits. Bytes limits are US_UNLIMITED when unset. The dirty thresholds are
+ * set either in bytes or as a ratio in percent of the domain's effective
+ * limit; setting one form clears the other, as vm.dirty_bytes and
+ * vm.dirty_ratio do. Defaults: max and high unlimited, background 10 %,
+ * dirty 20 % (Linux's defaults).
+ */
+enum us_limit {
+	US_LIMIT_MAX = 0,           /* hard limit on charged bytes, never crossed */
+	US_LIMIT_HIGH = 1,          /* soft limit: crossing it is counted */
+	US_LIMIT_DIRTY_BG_BYTES = 2,
+	US_LIMIT_DIRTY_BG_RATIO = 3, /* percent, 0..100 */
+	US_LIMIT_DIRTY_BYTES = 4,
+	US_LIMIT_DIRTY_RATIO = 5,    /* percent, 0..100 */
+};
+
+/*
+ * Sets a limit at runtime. Lowering US_LIMIT_MAX below the charged bytes
+ * first evicts clean unreferenced buffers of the subtree, least recently used
+ * first; if pinned or referenced data keeps the domain above the new value,
+ * the call fails with -EBUSY and nothing changes (memory cgroup v1
+ * semantics). The root's max starts as the engine's memory_bytes and may be
+ * changed like any other. Errors: -EINVAL (NULL, unknown limit, ratio over
+ * 100, 0 bytes for a dirty threshold), -EBUSY.
+ */
+US_EXPORT int us_domain_set_limit(us_domain *d, enum us_limit which, uint64_t value);
+
+/*
+ * Reads a limit as set (US_UNLIMITED or 0 for a form that is not in use).
+ * Errors: -EINVAL.
+ */
+US_EXPORT int us_domain_get_limit(const us_domain *d, enum us_limit which, uint64_t *value);
+
+/*
+ * The limits in force for a domain now, bounded by its ancestors.
+ *   max_bytes       min(own max, for each ancestor A: charged + A's headroom)
+ *   high_bytes      the same bound applied to high
+ *   bg_thresh_bytes background threshold, from bytes or ratio of max_bytes,
+ *                   and no higher than any ancestor's
+ *   dirty_thresh_bytes likewise for the dirty limit
+ */
+struct us_domain_limits {
+	size_t size;
+	uint64_t max_bytes;
+	uint64_t high_bytes;
+	uint64_t bg_thresh_bytes;
+	uint64_t dirty_thresh_bytes;
+};
+
+/* Errors: -EINVAL (NULL, out->size too small). Set out->size first. */
+US_EXPORT int us_domain_effective_limits(const us_domain *d, struct us_domain_limits *out);
+
+/* ------------------------------------------------------------------------ */
+/* Backends                                                                  */
+
+/* Why the engine calls a callback. */
+enum us_reason {
+	US_REASON_BACKGROUND = 0, /* over the background threshold */
+	US_REASON_EXPIRY = 1,     /* dirty data older than dirty_expire */
+	US_REASON_RECLAIM = 2,    /* a charge needs memory */
+	US_REASON_SYNC = 3,       /* a caller asked for integrity */
+	US_REASON_THROTTLE = 4,   /* writers are waiting */
+	US_REASON_SHUTDOWN = 5,
+	US_REASON_USER = 6,       /* an explicit us_object_flush/commit call */
+};
+
+/*
+ * Backend callbacks. For each: called from the thread that made the engine
+ * call that triggered it, with no engine lock held; it may block (the caller
+ * waits) and it may call any function of this header.
+ */
+struct us_backend_ops {
+	size_t size; /* sizeof(struct us_backend_ops) */
+	/*
+	 * Write the run bufs[0..n) of object obj: adjacent buffers in
+	 * ascending offset, together [offset, offset + length), all in
+	 * WRITEBACK. Report each buffer with us_buf_write_done(), now (from
+	 * inside this callback) or later from any thread. The array is valid
+	 * only during the call; the buffers stay valid until completed.
+	 * Return 0 when the write was started; a negative errno when it was
+	 * not, in which case the engine puts the buffers not yet completed
+	 * back to DIRTY (the data is kept). Required.
+	 */
+	int (*flush)(void *ctx, us_object *obj, us_buf *const *bufs, size_t n,
+		     uint64_t offset, uint64_t length, enum us_reason reason);
+	/*
+	 * Make obj's unstable data durable (NFS COMMIT, fdatasync), then
+	 * report it with us_object_commit_done() or us_backend_commit_done(),
+	 * now or later. Return 0 or a negative errno (nothing was started).
+	 * Optional when sync is given.
+	 */
+	int (*commit)(void *ctx, us_object *obj, enum us_reason reason);
+	/*
+	 * Make everything unstable on the backend durable at once, then report
+	 * it with us_backend_commit_done(). Optional.
+	 */
+	int (*sync)(void *ctx, us_backend *b, enum us_reason reason);
+	/*
+	 * Told that the clean buffer [offset, offset + length) of obj is being
+	 * evicted. data is the payload (NULL for accounting-only buffers),
+	 * freed by the engine when this returns. The buffer is already gone
+	 * from the object's index. Optional.
+	 */
+	void (*evict)(void *ctx, us_object *obj, uint64_t offset, uint64_t length, void *data);
+};
+
+/*
+ * Creates a backend. ops is copied. Errors: -EINVAL (NULL, bad ops->size,
+ * no flush, neither commit nor sync), -ENOMEM.
+ */
+US_EXPORT int us_backend_create(us_engine *e, const struct us_backend_ops *ops, void *ctx,
+				us_backend **out);
+
+/* Errors: -EINVAL, -EBUSY (it still has objects). */
+US_EXPORT int us_backend_destroy(us_backend *b);
+
+/*
+ * The backend reports that every write it acknowledged with a commit
+ * sequence number <= seq is durable: those UNSTABLE buffers become CLEAN.
+ * The engine remembers the highest seq reported, so a write acknowledged
+ * later with a seq already covered goes straight to CLEAN. Returns the
+ * number of buffers cleaned. Errors: -EINVAL (NULL, seq of 0).
+ */
+US_EXPORT int us_backend_commit_done(us_backend *b, uint64_t seq);
+
+/*
+ * The backend lost uncommitted data (server restart, changed write
+ * verifier): every UNSTABLE buffer of the backend becomes DIRTY again, to be
+ * written again. Returns the number of buffers redirtied. Errors: -EINVAL.
+ */
+US_EXPORT int us_backend_commit_lost(us_backend *b);
+
+/* ------------------------------------------------------------------------ */
+/* Objects                                                                   */
+
+/*
+ * Creates an object (a file) on backend b, charged to domain d (NULL: the
+ * root). user is returned by us_object_user(). Errors: -EINVAL (NULL, b and
+ * d of different engines), -ENOMEM.
+ */
+US_EXPORT int us_object_create(us_backend *b, us_domain *d, void *user, us_object **out);
+
+/*
+ * Destroys an object. Its clean unreferenced buffers are evicted (evict
+ * callback). Errors: -EINVAL, -EBUSY (a buffer is dirty, in writeback,
+ * unstable or referenced, or a callback on the object is running).
+ */
+US_EXPORT int us_object_destroy(us_object *o);
+
+US_EXPORT void *us_object_user(const us_object *o);
+US_EXPORT us_domain *us_object_domain(const us_object *o);
+US_EXPORT us_backend *us_object_backend(const us_object *o);
+
+/*
+ * Starts writeback of the DIRTY buffers of o that lie wholly inside
+ * [offset, offset + length) (length US_UNLIMITED: to the end): they become
+ * WRITEBACK and are handed to the flush callback in runs of adjacent
+ * buffers, ascending offset, at most max_run_bytes per run (0: no limit; a
+ * single buffer is never split). Returns the number of buffers handed over.
+ * Errors: -EINVAL, -ENOMEM (nothing was started).
+ */
+US_EXPORT int us_object_flush(us_object *o, uint64_t offset, uint64_t length,
+			      uint64_t max_run_bytes);
+
+/*
+ * Asks the backend to commit o's unstable data: the commit callback, or the
+ * sync callback when the backend has no commit. Returns what the callback
+ * returned, or 0 without calling anything when o has nothing unstable.
+ * Errors: -EINVAL.
+ */
+US_EXPORT int us_object_commit(us_object *o);
+
+/*
+ * The backend reports that o's writes acknowledged with seq' <= seq are
+ * durable (NFS COMMIT reply): those UNSTABLE buffers of o become CLEAN, and a
+ * later acknowledgement of o with such a seq goes straight to CLEAN. Returns
+ * the number of buffers cleaned. Errors: -EINVAL (NULL, seq of 0).
+ */
+US_EXPORT int us_object_commit_done(us_object *o, uint64_t seq);
+
+/*
+ * Writeback errors, errseq_t style. us_object_errseq() samples the object's
+ * error cursor (when a file is opened, say). us_object_check_error() returns
+ * the latest error recorded since *since (a negative errno) and moves *since
+ * forward, or 0 when there was none: each caller sees each new error once.
+ * Errors: -EINVAL (NULL).
+ */
+US_EXPORT uint64_t us_object_errseq(const us_object *o);
+US_EXPORT int us_object_check_error(us_object *o, uint64_t *since);
+
+/* ------------------------------------------------------------------------ */
+/* Buffers                                                                   */
+
+enum us_buf_state {
+	US_BUF_CLEAN = 0,
+	US_BUF_DIRTY = 1,
+	US_BUF_WRITEBACK = 2,
+	US_BUF_UNSTABLE = 3,
+};
+
+/* Flags of us_buf_get(). */
+#define US_GET_NOCREATE 0x1u /* lookup only: -ENOENT when absent */
+#define US_GET_NODATA 0x2u   /* create without payload (accounting only) */
+
+/*
+ * Gets the buffer [offset, offset + length) of o with a new reference,
+ * creating it CLEAN if absent. Creating charges length bytes to o's domain
+ * and every ancestor; a charge that would cross any of their max evicts
+ * clean unreferenced buffers of that domain's subtree, least recently used
+ * first, and fails with -ENOMEM (nothing evicted, nothing charged) when that
+ * cannot make room. The payload of a new buffer is zeroed.
+ * Returns 1 when the buffer was created, 0 when it existed.
+ * Errors: -EINVAL (NULL, length 0 or over US_BUF_MAX_BYTES, offset + length
+ * overflows, unknown flag), -EEXIST (overlaps another buffer, or a buffer at
+ * offset has another length), -ENOENT (US_GET_NOCREATE and absent), -ENOMEM.
+ */
+US_EXPORT int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigned flags,
+			 us_buf **out);
+
+/*
+ * Looks up the buffer that contains offset and takes a reference.
+ * Errors: -EINVAL, -ENOENT.
+ */
+US_EXPORT int us_buf_lookup(us_object *o, uint64_t offset, us_buf **out);
+
+/*
+ * Iteration in offset order: the first buffer whose offset is >= offset,
+ * with a new reference. Errors: -EINVAL, -ENOENT (none).
+ */
+US_EXPORT int us_buf_next(us_object *o, uint64_t offset, us_buf **out);
+
+/* Takes another reference. Errors: -EINVAL. */
+US_EXPORT int us_buf_ref(us_buf *b);
+
+/* Releases a reference. Errors: -EINVAL (NULL or no reference held). */
+US_EXPORT int us_buf_put(us_buf *b);
+
+/*
+ * Marks the buffer dirty (the caller holds a reference). CLEAN and UNSTABLE
+ * become DIRTY; WRITEBACK gets the REDIRTIED flag; DIRTY stays. *pause_ns,
+ * when not NULL, receives the time the caller should pause before dirtying
+ * more (always 0 in this version: throttling comes with the writeback
+ * engine). Errors: -EINVAL (NULL, no reference held).
+ */
+US_EXPORT int us_buf_dirty(us_buf *b, uint64_t *pause_ns);
+
+/*
+ * Drops the buffer (truncate): it leaves the object and its bytes are
+ * uncharged, whatever data it held — an explicit user decision. It consumes
+ * the caller's reference, which must be the only one. Errors: -EINVAL
+ * (NULL, no reference held), -EBUSY (in WRITEBACK, or other references).
+ */
+US_EXPORT int us_buf_drop(us_buf *b);
+
+/* How a write ended, for us_buf_write_done(). */
+enum us_write_result {
+	US_WRITE_STABLE = 0,   /* durable: the buffer becomes CLEAN */
+	US_WRITE_UNSTABLE = 1, /* acknowledged with a commit seq: UNSTABLE */
+	US_WRITE_ERROR = 2,    /* transient error: DIRTY again, data kept */
+	US_WRITE_LOST = 3,     /* permanent error: CLEAN, error recorded on the object */
+};
+
+/*
+ * Completes the write of a buffer in WRITEBACK. seq: the commit sequence
+ * number for US_WRITE_UNSTABLE (>= 1), ignored otherwise. err: a negative
+ * errno for US_WRITE_ERROR and US_WRITE_LOST (-EIO if 0), ignored otherwise.
+ * A buffer flagged REDIRTIED goes to DIRTY whatever the result. An unstable
+ * write whose seq the backend or object has already reported committed goes
+ * straight to CLEAN. May be called from any thread, inside the flush
+ * callback or later. Errors: -EINVAL (NULL, unknown result, seq of 0 for
+ * UNSTABLE, err not negative), -EALREADY (the buffer is not in WRITEBACK).
+ */
+US_EXPORT int us_buf_write_done(us_buf *b, enum us_write_result result, uint64_t seq, int err);
+
+/* Accessors. They read without locking: call them while holding a reference
+ * or inside a callback that was handed the buffer. */
+US_EXPORT void *us_buf_data(const us_buf *b);    /* NULL without payload */
+US_EXPORT uint64_t us_buf_offset(const us_buf *b);
+US_EXPORT uint64_t us_buf_length(const us_buf *b);
+US_EXPORT us_object *us_buf_object(const us_buf *b);
+/* The state, or a negative errno (-EINVAL for NULL). */
+US_EXPORT int us_buf_state(const us_buf *b);
+#define US_BUF_REDIRTIED 0x1u /* dirtied again while in writeback */
+#define US_BUF_ERROR 0x2u     /* its last write failed */
+US_EXPORT unsigned us_buf_flags(const us_buf *b);
+/* The commit seq of an UNSTABLE buffer, 0 otherwise. */
+US_EXPORT uint64_t us_buf_commit_seq(const us_buf *b);
+
+/* ------------------------------------------------------------------------ */
+/* Memory                                                                    */
+
+/*
+ * Returns the unused dirty pages of the jemalloc arena that serves d to the
+ * system, so that resident memory falls after buffers were freed. Returns 0,
+ * also when the engine does not use jemalloc arenas. Errors: -EINVAL.
+ */
+US_EXPORT int us_domain_purge(us_domain *d);
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                                */
+
+/* Per domain; every figure covers the domain's whole subtree. */
+struct us_domain_stats {
+	size_t size; /* sizeof(struct us_domain_stats), set by the caller */
+	/* Bytes now. charged = clean + dirty + writeback + unstable. */
+	uint64_t charged_bytes;
+	uint64_t clean_bytes;
+	uint64_t dirty_bytes;
+	uint64_t writeback_bytes;
+	uint64_t unstable_bytes;
+	uint64_t evictable_bytes; /* clean and unreferenced */
+	uint64_t peak_charged_bytes;
+	uint64_t buffers;
+	/* Event counts since creation. */
+	uint64_t charges;        /* buffers created */
+	uint64_t uncharges;      /* buffers freed: evicted or dropped */
+	uint64_t evictions;
+	uint64_t evicted_bytes;
+	uint64_t drops;
+	uint64_t dropped_bytes;  /* of which pinned data dropped on purpose */
+	uint64_t enomem;         /* charges refused */
+	uint64_t max_events;     /* charges that hit this domain's max */
+	uint64_t high_events;    /* charges that left it above high */
+	uint64_t dirtied;        /* CLEAN/UNSTABLE -> DIRTY by the user */
+	uint64_t redirtied;      /* dirtied while in WRITEBACK */
+	uint64_t writeback_started;
+	uint64_t written_stable;
+	uint64_t written_unstable;
+	uint64_t write_errors;   /* transient: redirtied */
+	uint64_t write_lost;     /* permanent */
+	uint64_t committed;      /* UNSTABLE -> CLEAN (or straight to CLEAN) */
+	uint64_t commit_lost;    /* UNSTABLE -> DIRTY by commit_lost */
+};
+
+/* Errors: -EINVAL (NULL, st->size smaller than the first release's). */
+US_EXPORT int us_domain_stats(const us_domain *d, struct us_domain_stats *st);
+
+struct us_backend_stats {
+	size_t size;
+	uint64_t objects;
+	uint64_t dirty_bytes;
+	uint64_t writeback_bytes;
+	uint64_t unstable_bytes;
+	uint64_t flush_calls;
+	uint64_t flush_bytes;
+	uint64_t flush_failed;  /* flush callback returned an error */
+	uint64_t commit_calls;
+	uint64_t sync_calls;
+	uint64_t commit_done;   /* us_backend/object_commit_done calls */
+	uint64_t commit_lost;   /* us_backend_commit_lost calls */
+	uint64_t last_committed_seq;
+};
+
+US_EXPORT int us_backend_stats(const us_backend *b, struct us_backend_stats *st);
+
+/*
+ * Writes the domain's statistics as text, one "key value" line each, in the
+ * style of cgroup memory.stat, into buf (at most len bytes, NUL included).
+ * Returns the length the whole text needs, without the NUL, like snprintf;
+ * buf may be NULL when len is 0. Errors: -EINVAL.
+ */
+US_EXPORT int us_domain_stat_text(const us_domain *d, char *buf, size_t len);
+
+/* ------------------------------------------------------------------------ */
+/* Debugging                                                                 */
+
+/*
+ * Recomputes every domain's counters from the buffers and checks the
+ * invariants (counters, charged <= max, list membership, index order). Slow:
+ * for tests and debugging. Returns 0 when everything holds, -EUCLEAN
+ * otherwise with a description of the first violation in msg (at most len
+ * bytes; msg may be NULL). Errors: -EINVAL.
+ */
+US_EXPORT int us_engine_check(us_engine *e, char *msg, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* UNSTABLE_UNSTABLE_H */

@@ -1,0 +1,154 @@
+/*
+ * Memory: engine records and buffer payloads.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * Three sources, in order of precedence:
+ *  1. the engine's allocator hooks, when given, for everything;
+ *  2. for payloads, when built with US_WITH_JEMALLOC: jemalloc's *allocx
+ *     entry points in dedicated arenas, without the thread cache, so that
+ *     purging an arena after reclaim really returns its pages;
+ *  3. the C allocator.
+ *
+ * The library never replaces the host's malloc. Debian's jemalloc exports
+ * unprefixed malloc too, but a program linked against libunstable.so finds
+ * the C library's malloc first (libc precedes jemalloc in the breadth-first
+ * lookup order), and this file calls only mallocx/sdallocx/mallctl. A program
+ * that links the static archive with -ljemalloc does get jemalloc's malloc for
+ * the whole process: see the README.
+ *
+ * Arenas are not free (an epoch refresh walks every arena), so only a bounded
+ * number of domains own one (engine option max_arenas); the others share
+ * their nearest ancestor's.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#ifdef US_WITH_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
+void *us__meta_alloc(us_engine *e, size_t size)
+{
+	void *p;
+
+	if (e->have_hooks) {
+		p = e->hooks.alloc(e->hooks.ctx, size, US_ALLOC_META);
+		if (p)
+			memset(p, 0, size);
+		return p;
+	}
+	return calloc(1, size);
+}
+
+void us__meta_free(us_engine *e, void *p, size_t size)
+{
+	if (!p)
+		return;
+	if (e->have_hooks)
+		e->hooks.free(e->hooks.ctx, p, size, US_ALLOC_META);
+	else
+		free(p);
+}
+
+void *us__payload_alloc(us_engine *e, const us_domain *d, size_t size)
+{
+	void *p;
+
+	if (e->have_hooks) {
+		p = e->hooks.alloc(e->hooks.ctx, size, US_ALLOC_PAYLOAD);
+		if (p)
+			memset(p, 0, size);
+		return p;
+	}
+#ifdef US_WITH_JEMALLOC
+	if (d->has_arena)
+		return mallocx(size, MALLOCX_ARENA(d->arena) | MALLOCX_TCACHE_NONE | MALLOCX_ZERO);
+	return mallocx(size, MALLOCX_TCACHE_NONE | MALLOCX_ZERO);
+#else
+	(void)d;
+	return calloc(1, size);
+#endif
+}
+
+void us__payload_free(us_engine *e, void *p, size_t size)
+{
+	if (!p)
+		return;
+	if (e->have_hooks) {
+		e->hooks.free(e->hooks.ctx, p, size, US_ALLOC_PAYLOAD);
+		return;
+	}
+#ifdef US_WITH_JEMALLOC
+	sdallocx(p, size, MALLOCX_TCACHE_NONE);
+#else
+	free(p);
+#endif
+}
+
+bool us__arena_create(us_engine *e, unsigned *ind)
+{
+#ifdef US_WITH_JEMALLOC
+	size_t sz = sizeof(*ind);
+
+	if (e->have_hooks || e->narenas >= e->max_arenas)
+		return false;
+	if (mallctl("arenas.create", ind, &sz, NULL, 0) != 0)
+		return false;
+	e->narenas++;
+	return true;
+#else
+	(void)e;
+	(void)ind;
+	return false;
+#endif
+}
+
+void us__arena_destroy(us_engine *e, unsigned ind)
+{
+#ifdef US_WITH_JEMALLOC
+	char name[64];
+
+	snprintf(name, sizeof(name), "arena.%u.destroy", ind);
+	mallctl(name, NULL, NULL, NULL, 0);
+	e->narenas--;
+#else
+	(void)e;
+	(void)ind;
+#endif
+}
+
+void us__arena_purge(us_engine *e, unsigned ind)
+{
+#ifdef US_WITH_JEMALLOC
+	char name[64];
+
+	(void)e;
+	snprintf(name, sizeof(name), "arena.%u.purge", ind);
+	mallctl(name, NULL, NULL, NULL, 0);
+#else
+	(void)e;
+	(void)ind;
+#endif
+}
+
+int us_domain_purge(us_domain *d)
+{
+	us_engine *e;
+	bool has;
+	unsigned ind;
+
+	if (!d)
+		return -EINVAL;
+	e = d->engine;
+	us__lock(e);
+	has = d->has_arena;
+	ind = d->arena;
+	us__unlock(e);
+	/* Purging walks the arena's extents: done without the engine lock. */
+	if (has)
+		us__arena_purge(e, ind);
+	return 0;
+}

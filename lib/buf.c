@@ -1,0 +1,444 @@
+/*
+ * Buffers: creation, lookup, references, dirtying, dropping, and the one
+ * function that moves a buffer between states with its accounting.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "internal.h"
+
+/* The counter of each state, by enum us_buf_state. */
+static const size_t state_counter[] = {
+	[US_BUF_CLEAN] = US_COUNTER(clean),
+	[US_BUF_DIRTY] = US_COUNTER(dirty),
+	[US_BUF_WRITEBACK] = US_COUNTER(writeback),
+	[US_BUF_UNSTABLE] = US_COUNTER(unstable),
+};
+
+static uint64_t *backend_counter(us_backend *bk, enum us_buf_state s)
+{
+	switch (s) {
+	case US_BUF_DIRTY:
+		return &bk->dirty;
+	case US_BUF_WRITEBACK:
+		return &bk->writeback;
+	case US_BUF_UNSTABLE:
+		return &bk->unstable;
+	default:
+		return NULL;
+	}
+}
+
+/*
+ * Moves b to state to, updating its domain chain, its backend and its
+ * object. List membership for UNSTABLE is the caller's (it needs the seq);
+ * the LRU follows through us__buf_lru_update().
+ */
+void us__buf_set_state(us_buf *b, enum us_buf_state to)
+{
+	us_object *o = b->obj;
+	enum us_buf_state from = b->state;
+	uint64_t *c;
+
+	if (from == to)
+		return;
+	us__domain_add(o->domain, state_counter[from], -(int64_t)b->length);
+	us__domain_add(o->domain, state_counter[to], b->length);
+	if ((c = backend_counter(o->backend, from)))
+		*c -= b->length;
+	if ((c = backend_counter(o->backend, to)))
+		*c += b->length;
+	if (from == US_BUF_DIRTY)
+		o->ndirty--;
+	if (to == US_BUF_DIRTY && o->ndirty++ == 0)
+		o->dirtied_when_ns = us__now(o->engine);
+	b->state = (uint8_t)to;
+	us__buf_lru_update(b);
+}
+
+/* Puts b on or takes it off its domain's LRU to keep invariant I4. */
+void us__buf_lru_update(us_buf *b)
+{
+	bool want = b->attached && b->state == US_BUF_CLEAN && b->refs == 0;
+	us_object *o = b->obj;
+
+	if (want == b->on_lru)
+		return;
+	if (want) {
+		b->lru_stamp = ++o->engine->lru_tick;
+		us_list_add_tail(&o->domain->lru, &b->link);
+		us__domain_add(o->domain, US_COUNTER(evictable), b->length);
+		o->nlru++;
+	} else {
+		us_list_del(&b->link);
+		us__domain_add(o->domain, US_COUNTER(evictable), -(int64_t)b->length);
+		o->nlru--;
+	}
+	b->on_lru = want;
+}
+
+void us__buf_unstable_unlink(us_buf *b)
+{
+	us_object *o = b->obj;
+
+	assert(b->state == US_BUF_UNSTABLE);
+	us_list_del(&b->link);
+	b->seq = 0;
+	if (us_list_empty(&o->unstable))
+		us_list_del(&o->unstable_link);
+}
+
+/* Inserts b in its object's unstable list, kept sorted by seq (I5). Writes
+ * complete mostly in order, so the walk from the tail is short. */
+void us__buf_unstable_link(us_buf *b, uint64_t seq)
+{
+	us_object *o = b->obj;
+	struct us_list *pos = o->unstable.prev;
+
+	b->seq = seq;
+	while (pos != &o->unstable && us_container_of(pos, us_buf, link)->seq > seq)
+		pos = pos->prev;
+	if (us_list_empty(&o->unstable))
+		us_list_add_tail(&o->backend->unstable_objs, &o->unstable_link);
+	us_list_insert_after(pos, &b->link);
+}
+
+void us__buf_free(us_engine *e, us_buf *b)
+{
+	us__payload_free(e, b->data, b->length);
+	us__meta_free(e, b, sizeof(*b));
+}
+
+void us__obj_record_error(us_object *o, int err)
+{
+	o->err = err;
+	o->errseq++;
+}
+
+static bool valid_range(uint64_t offset, uint64_t length)
+{
+	return length > 0 && length <= US_BUF_MAX_BYTES && offset <= UINT64_MAX - length;
+}
+
+/* The buffer overlapping [offset, offset + length), or NULL. */
+static us_buf *overlapping(us_object *o, uint64_t offset, uint64_t length)
+{
+	struct us_tnode *n = us__tree_find_le(o->root, offset);
+	us_buf *b;
+
+	if (n) {
+		b = us_container_of(n, us_buf, node);
+		if (n->key + b->length > offset)
+			return b;
+	}
+	n = us__tree_find_ge(o->root, offset);
+	if (n && n->key < offset + length)
+		return us_container_of(n, us_buf, node);
+	return NULL;
+}
+
+/* Takes a reference on an existing buffer b if it is exactly the range asked. */
+static int found(us_buf *b, uint64_t offset, uint64_t length, us_buf **out)
+{
+	if (b->node.key != offset || b->length != length)
+		return -EEXIST;
+	if (b->refs == UINT32_MAX)
+		return -EINVAL;
+	b->refs++;
+	us__buf_lru_update(b);
+	*out = b;
+	return 0;
+}
+
+int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigned flags, us_buf **out)
+{
+	struct us_list victims;
+	us_engine *e;
+	us_buf *b, *nb;
+	void *data = NULL;
+	int rc;
+
+	if (!o || !out || !valid_range(offset, length) || (flags & ~(US_GET_NOCREATE | US_GET_NODATA)))
+		return -EINVAL;
+	e = o->engine;
+	us_list_init(&victims);
+
+	us__lock(e);
+	b = overlapping(o, offset, length);
+	if (b) {
+		rc = found(b, offset, length, out);
+		us__unlock(e);
+		return rc;
+	}
+	if (flags & US_GET_NOCREATE) {
+		us__unlock(e);
+		return -ENOENT;
+	}
+	/* Refuse early what cannot fit, before allocating a payload for it. */
+	if (!us__charge_possible(o->domain, length)) {
+		rc = us__charge_refused(o->domain, length);
+		us__unlock(e);
+		return rc;
+	}
+	us__unlock(e);
+
+	/* Allocate before changing anything, so that a failure changes nothing. */
+	nb = us__meta_alloc(e, sizeof(*nb));
+	if (!nb)
+		return -ENOMEM;
+	if (!(flags & US_GET_NODATA)) {
+		data = us__payload_alloc(e, o->domain, (size_t)length);
+		if (!data) {
+			us__meta_free(e, nb, sizeof(*nb));
+			return -ENOMEM;
+		}
+	}
+
+	us__lock(e);
+	/* Another thread may have created or overlapped it meanwhile. */
+	b = overlapping(o, offset, length);
+	if (b) {
+		rc = found(b, offset, length, out);
+		us__unlock(e);
+		us__payload_free(e, data, (size_t)length);
+		us__meta_free(e, nb, sizeof(*nb));
+		return rc;
+	}
+	rc = us__charge(o->domain, length, &victims);
+	if (rc) {
+		us__unlock(e);
+		us__payload_free(e, data, (size_t)length);
+		us__meta_free(e, nb, sizeof(*nb));
+		return rc;
+	}
+	nb->node.key = offset;
+	nb->length = (uint32_t)length;
+	nb->obj = o;
+	nb->data = data;
+	nb->refs = 1;
+	nb->state = US_BUF_CLEAN;
+	nb->attached = true;
+	us_list_init(&nb->link);
+	o->root = us__tree_insert(o->root, &nb->node);
+	o->nbufs++;
+	us__domain_add(o->domain, US_COUNTER(charged), length);
+	us__domain_add(o->domain, US_COUNTER(clean), length);
+	us__domain_add(o->domain, US_COUNTER(buffers), 1);
+	us__domain_event(o->domain, US_EV_CHARGES, 1);
+	{
+		us_domain *a;
+
+		for (a = o->domain; a; a = a->parent)
+			if (a->high != US_UNLIMITED && a->c.charged > a->high)
+				a->ev[US_EV_HIGH_EVENTS]++;
+	}
+	*out = nb;
+	us__unlock(e);
+	us__victims_release(e, &victims);
+	return 1;
+}
+
+static int lookup(us_object *o, uint64_t offset, bool containing, us_buf **out)
+{
+	struct us_tnode *n;
+	us_buf *b = NULL;
+
+	if (!o || !out)
+		return -EINVAL;
+	us__lock(o->engine);
+	if (containing) {
+		n = us__tree_find_le(o->root, offset);
+		if (n && n->key + us_container_of(n, us_buf, node)->length > offset)
+			b = us_container_of(n, us_buf, node);
+	} else {
+		n = us__tree_find_ge(o->root, offset);
+		if (n)
+			b = us_container_of(n, us_buf, node);
+	}
+	if (b && b->refs == UINT32_MAX) {
+		us__unlock(o->engine);
+		return -EINVAL;
+	}
+	if (b) {
+		b->refs++;
+		us__buf_lru_update(b);
+		*out = b;
+	}
+	us__unlock(o->engine);
+	return b ? 0 : -ENOENT;
+}
+
+int us_buf_lookup(us_object *o, uint64_t offset, us_buf **out)
+{
+	return lookup(o, offset, true, out);
+}
+
+int us_buf_next(us_object *o, uint64_t offset, us_buf **out)
+{
+	return lookup(o, offset, false, out);
+}
+
+int us_buf_ref(us_buf *b)
+{
+	us_engine *e;
+
+	if (!b)
+		return -EINVAL;
+	e = b->obj->engine;
+	us__lock(e);
+	if (!b->refs || b->refs == UINT32_MAX) {
+		us__unlock(e);
+		return -EINVAL;
+	}
+	b->refs++;
+	us__unlock(e);
+	return 0;
+}
+
+int us_buf_put(us_buf *b)
+{
+	us_engine *e;
+
+	if (!b)
+		return -EINVAL;
+	e = b->obj->engine;
+	us__lock(e);
+	if (!b->refs) {
+		us__unlock(e);
+		return -EINVAL;
+	}
+	b->refs--;
+	us__buf_lru_update(b);
+	us__unlock(e);
+	return 0;
+}
+
+int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
+{
+	us_engine *e;
+
+	if (!b)
+		return -EINVAL;
+	e = b->obj->engine;
+	us__lock(e);
+	if (!b->refs) {
+		us__unlock(e);
+		return -EINVAL;
+	}
+	switch (b->state) {
+	case US_BUF_UNSTABLE:
+		us__buf_unstable_unlink(b);
+		/* fall through */
+	case US_BUF_CLEAN:
+		us__buf_set_state(b, US_BUF_DIRTY);
+		us__domain_event(b->obj->domain, US_EV_DIRTIED, 1);
+		break;
+	case US_BUF_WRITEBACK:
+		if (!(b->flags & US_BUF_REDIRTIED)) {
+			b->flags |= US_BUF_REDIRTIED;
+			us__domain_event(b->obj->domain, US_EV_REDIRTIED, 1);
+		}
+		break;
+	default:
+		break;
+	}
+	us__unlock(e);
+	if (pause_ns)
+		*pause_ns = 0;
+	return 0;
+}
+
+int us_buf_drop(us_buf *b)
+{
+	us_object *o;
+	us_engine *e;
+	us_domain *d;
+
+	if (!b)
+		return -EINVAL;
+	o = b->obj;
+	e = o->engine;
+	d = o->domain;
+	us__lock(e);
+	if (!b->refs) {
+		us__unlock(e);
+		return -EINVAL;
+	}
+	if (b->refs > 1 || b->state == US_BUF_WRITEBACK) {
+		us__unlock(e);
+		return -EBUSY;
+	}
+	if (b->state == US_BUF_UNSTABLE)
+		us__buf_unstable_unlink(b);
+	/* Through CLEAN, so that every counter moves by the one function. */
+	us__buf_set_state(b, US_BUF_CLEAN);
+	b->refs = 0;
+	b->attached = false;
+	us__buf_lru_update(b);
+	o->root = us__tree_remove(o->root, b->node.key);
+	o->nbufs--;
+	us__domain_add(d, US_COUNTER(clean), -(int64_t)b->length);
+	us__domain_add(d, US_COUNTER(charged), -(int64_t)b->length);
+	us__domain_add(d, US_COUNTER(buffers), -1);
+	us__domain_event(d, US_EV_UNCHARGES, 1);
+	us__domain_event(d, US_EV_DROPS, 1);
+	us__domain_event(d, US_EV_DROPPED_BYTES, b->length);
+	us__unlock(e);
+	us__buf_free(e, b);
+	return 0;
+}
+
+void *us_buf_data(const us_buf *b)
+{
+	return b ? b->data : NULL;
+}
+
+uint64_t us_buf_offset(const us_buf *b)
+{
+	return b ? b->node.key : 0;
+}
+
+uint64_t us_buf_length(const us_buf *b)
+{
+	return b ? b->length : 0;
+}
+
+us_object *us_buf_object(const us_buf *b)
+{
+	return b ? b->obj : NULL;
+}
+
+int us_buf_state(const us_buf *b)
+{
+	int s;
+
+	if (!b)
+		return -EINVAL;
+	us__lock(b->obj->engine);
+	s = b->state;
+	us__unlock(b->obj->engine);
+	return s;
+}
+
+unsigned us_buf_flags(const us_buf *b)
+{
+	unsigned f;
+
+	if (!b)
+		return 0;
+	us__lock(b->obj->engine);
+	f = b->flags;
+	us__unlock(b->obj->engine);
+	return f;
+}
+
+uint64_t us_buf_commit_seq(const us_buf *b)
+{
+	uint64_t s;
+
+	if (!b)
+		return 0;
+	us__lock(b->obj->engine);
+	s = b->state == US_BUF_UNSTABLE ? b->seq : 0;
+	us__unlock(b->obj->engine);
+	return s;
+}

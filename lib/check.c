@@ -1,0 +1,248 @@
+/*
+ * The invariant checker (invariants I1-I6 of internal.h), SQLite-style: it
+ * recomputes everything from the buffers and compares. Slow by design.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+struct ctx {
+	char *msg;
+	size_t len;
+	int rc;
+};
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static bool fail(struct ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->rc)
+		return false;
+	c->rc = -EUCLEAN;
+	if (c->msg && c->len) {
+		va_start(ap, fmt);
+		vsnprintf(c->msg, c->len, fmt, ap);
+		va_end(ap);
+	}
+	return false;
+}
+
+static void zero_scratch(us_domain *d)
+{
+	struct us_list *pos;
+
+	memset(&d->chk, 0, sizeof(d->chk));
+	us_list_for_each(pos, &d->children) zero_scratch(us_container_of(pos, us_domain, sibling));
+}
+
+struct objsum {
+	uint64_t nbufs, nlru, ndirty, nunstable;
+	uint64_t prev_end;
+	bool have_prev;
+};
+
+static void check_bufs(struct ctx *c, us_object *o, struct us_tnode *t, struct objsum *s)
+{
+	us_buf *b;
+
+	if (!t || c->rc)
+		return;
+	check_bufs(c, o, t->left, s);
+	b = us_container_of(t, us_buf, node);
+	if (s->have_prev && t->key < s->prev_end)
+		fail(c, "object %p: buffer at %llu overlaps the previous one", (void *)o,
+		     (unsigned long long)t->key);
+	s->have_prev = true;
+	s->prev_end = t->key + b->length;
+	if (b->obj != o || !b->attached)
+		fail(c, "buffer %p: wrong object or not attached", (void *)b);
+	if (b->state > US_BUF_UNSTABLE)
+		fail(c, "buffer %p: bad state %u", (void *)b, b->state);
+	if (b->on_lru != (b->state == US_BUF_CLEAN && b->refs == 0))
+		fail(c, "buffer %p: on_lru %d with state %u refs %u (I4)", (void *)b, b->on_lru,
+		     b->state, b->refs);
+	if ((b->state == US_BUF_UNSTABLE) != (b->seq != 0))
+		fail(c, "buffer %p: seq %llu in state %u", (void *)b, (unsigned long long)b->seq,
+		     b->state);
+	s->nbufs++;
+	s->nlru += b->on_lru;
+	s->ndirty += b->state == US_BUF_DIRTY;
+	s->nunstable += b->state == US_BUF_UNSTABLE;
+	o->domain->chk.charged += b->length;
+	o->domain->chk.buffers++;
+	if (b->on_lru)
+		o->domain->chk.evictable += b->length;
+	switch (b->state) {
+	case US_BUF_CLEAN:
+		o->domain->chk.clean += b->length;
+		break;
+	case US_BUF_DIRTY:
+		o->domain->chk.dirty += b->length;
+		break;
+	case US_BUF_WRITEBACK:
+		o->domain->chk.writeback += b->length;
+		break;
+	case US_BUF_UNSTABLE:
+		o->domain->chk.unstable += b->length;
+		break;
+	}
+	check_bufs(c, o, t->right, s);
+}
+
+static void check_object(struct ctx *c, us_object *o)
+{
+	struct objsum s = { 0 };
+	struct us_list *pos;
+	uint64_t n = 0, prev_seq = 0;
+	int64_t count = us__tree_check(o->root);
+
+	if (count < 0)
+		fail(c, "object %p: index is not a valid AVL tree (I6)", (void *)o);
+	check_bufs(c, o, o->root, &s);
+	if (c->rc)
+		return;
+	if ((uint64_t)count != s.nbufs || s.nbufs != o->nbufs)
+		fail(c, "object %p: %llu buffers counted, %llu recorded", (void *)o,
+		     (unsigned long long)s.nbufs, (unsigned long long)o->nbufs);
+	if (s.nlru != o->nlru || s.ndirty != o->ndirty)
+		fail(c, "object %p: lru/dirty counts %llu/%llu, recorded %llu/%llu", (void *)o,
+		     (unsigned long long)s.nlru, (unsigned long long)s.ndirty,
+		     (unsigned long long)o->nlru, (unsigned long long)o->ndirty);
+	us_list_for_each(pos, &o->unstable)
+	{
+		us_buf *b = us_container_of(pos, us_buf, link);
+
+		if (b->obj != o || b->state != US_BUF_UNSTABLE || b->seq < prev_seq)
+			fail(c, "object %p: unstable list out of order or wrong state (I5)",
+			     (void *)o);
+		prev_seq = b->seq;
+		n++;
+		if (c->rc)
+			return;
+	}
+	if (n != s.nunstable)
+		fail(c, "object %p: %llu on unstable list, %llu unstable", (void *)o,
+		     (unsigned long long)n, (unsigned long long)s.nunstable);
+	if (us_list_empty(&o->unstable) != (o->unstable_link.next == &o->unstable_link))
+		fail(c, "object %p: on backend unstable list iff it has unstable (I5)", (void *)o);
+}
+
+static void check_lru(struct ctx *c, us_domain *d)
+{
+	struct us_list *pos;
+	uint64_t bytes = 0, prev = 0;
+
+	us_list_for_each(pos, &d->lru)
+	{
+		us_buf *b = us_container_of(pos, us_buf, link);
+
+		if (!b->on_lru || b->obj->domain != d || b->lru_stamp <= prev) {
+			fail(c, "domain %s: LRU list holds a wrong or unordered buffer", d->name);
+			return;
+		}
+		prev = b->lru_stamp;
+		bytes += b->length;
+	}
+	if (bytes != d->chk.evictable)
+		fail(c, "domain %s: LRU holds %llu bytes, evictable buffers %llu", d->name,
+		     (unsigned long long)bytes, (unsigned long long)d->chk.evictable);
+}
+
+/* Checks d's subtree; leaves d->chk summed over it. */
+static void check_domain(struct ctx *c, us_domain *d)
+{
+	struct us_list *pos;
+	const struct us_counters *x = &d->chk, *y = &d->c;
+	uint64_t nchildren = 0;
+
+	check_lru(c, d);
+	us_list_for_each(pos, &d->children)
+	{
+		us_domain *ch = us_container_of(pos, us_domain, sibling);
+
+		if (ch->parent != d)
+			fail(c, "domain %s: wrong parent", ch->name);
+		check_domain(c, ch);
+		d->chk.charged += ch->chk.charged;
+		d->chk.clean += ch->chk.clean;
+		d->chk.dirty += ch->chk.dirty;
+		d->chk.writeback += ch->chk.writeback;
+		d->chk.unstable += ch->chk.unstable;
+		d->chk.evictable += ch->chk.evictable;
+		d->chk.buffers += ch->chk.buffers;
+		nchildren++;
+	}
+	if (c->rc)
+		return;
+	if (nchildren != d->nchildren)
+		fail(c, "domain %s: %llu children, recorded %llu", d->name,
+		     (unsigned long long)nchildren, (unsigned long long)d->nchildren);
+	if (x->charged != y->charged || x->clean != y->clean || x->dirty != y->dirty ||
+	    x->writeback != y->writeback || x->unstable != y->unstable ||
+	    x->evictable != y->evictable || x->buffers != y->buffers)
+		fail(c,
+		     "domain %s (I1): recomputed charged/clean/dirty/writeback/unstable/evictable/"
+		     "buffers %llu/%llu/%llu/%llu/%llu/%llu/%llu, engine has "
+		     "%llu/%llu/%llu/%llu/%llu/%llu/%llu",
+		     d->name, (unsigned long long)x->charged, (unsigned long long)x->clean,
+		     (unsigned long long)x->dirty, (unsigned long long)x->writeback,
+		     (unsigned long long)x->unstable, (unsigned long long)x->evictable,
+		     (unsigned long long)x->buffers, (unsigned long long)y->charged,
+		     (unsigned long long)y->clean, (unsigned long long)y->dirty,
+		     (unsigned long long)y->writeback, (unsigned long long)y->unstable,
+		     (unsigned long long)y->evictable, (unsigned long long)y->buffers);
+	if (y->charged != y->clean + y->dirty + y->writeback + y->unstable)
+		fail(c, "domain %s (I2): charged is not the sum of the states", d->name);
+	if (d->max != US_UNLIMITED && y->charged > d->max)
+		fail(c, "domain %s (I3): charged %llu above max %llu", d->name,
+		     (unsigned long long)y->charged, (unsigned long long)d->max);
+	if (d->peak_charged < y->charged)
+		fail(c, "domain %s: peak below charged", d->name);
+}
+
+int us_engine_check(us_engine *e, char *msg, size_t len)
+{
+	struct ctx c = { msg, len, 0 };
+	struct us_list *bpos, *opos;
+
+	if (!e)
+		return -EINVAL;
+	if (msg && len)
+		msg[0] = '\0';
+	us__lock(e);
+	zero_scratch(e->root);
+	us_list_for_each(bpos, &e->backends)
+	{
+		us_backend *bk = us_container_of(bpos, us_backend, link);
+		uint64_t sum[3] = { 0, 0, 0 }, nobj = 0;
+
+		us_list_for_each(opos, &bk->objects)
+		{
+			us_object *o = us_container_of(opos, us_object, link);
+			uint64_t d0 = o->domain->chk.dirty, w0 = o->domain->chk.writeback,
+				 u0 = o->domain->chk.unstable;
+
+			if (o->backend != bk)
+				fail(&c, "object %p: wrong backend", (void *)o);
+			check_object(&c, o);
+			sum[0] += o->domain->chk.dirty - d0;
+			sum[1] += o->domain->chk.writeback - w0;
+			sum[2] += o->domain->chk.unstable - u0;
+			nobj++;
+		}
+		if (nobj != bk->nobjects || sum[0] != bk->dirty || sum[1] != bk->writeback ||
+		    sum[2] != bk->unstable)
+			fail(&c, "backend %p: objects/dirty/writeback/unstable do not add up",
+			     (void *)bk);
+	}
+	if (!c.rc)
+		check_domain(&c, e->root);
+	us__unlock(e);
+	return c.rc;
+}

@@ -1,0 +1,127 @@
+/*
+ * Commits: unstable buffers become clean when the backend reports their
+ * commit sequence number durable, or dirty again when it lost them.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * Each UNSTABLE buffer carries the seq its write was acknowledged with, and
+ * sits on its object's unstable list sorted by seq; objects with unstable
+ * buffers sit on their backend's unstable list. commit_done(seq) pops each
+ * list's head while it is covered: O(objects with unstable data + buffers
+ * cleaned). The highest seq reported is remembered (per backend and per
+ * object), so a write acknowledged after the commit that covers it goes
+ * straight to CLEAN (us_buf_write_done()).
+ */
+#include "internal.h"
+
+/* Cleans o's unstable buffers with seq <= seq; returns how many. */
+static uint64_t clean_upto(us_object *o, uint64_t seq)
+{
+	uint64_t n = 0;
+
+	while (!us_list_empty(&o->unstable)) {
+		us_buf *b = us_container_of(o->unstable.next, us_buf, link);
+
+		if (b->seq > seq)
+			break;
+		us__buf_unstable_unlink(b);
+		us__buf_set_state(b, US_BUF_CLEAN);
+		us__domain_event(o->domain, US_EV_COMMITTED, 1);
+		n++;
+	}
+	return n;
+}
+
+static int clamp_count(uint64_t n)
+{
+	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+int us_backend_commit_done(us_backend *bk, uint64_t seq)
+{
+	struct us_list *pos, *next;
+	uint64_t n = 0;
+
+	if (!bk || seq == 0)
+		return -EINVAL;
+	us__lock(bk->engine);
+	bk->commit_done_calls++;
+	if (seq > bk->committed_seq)
+		bk->committed_seq = seq;
+	for (pos = bk->unstable_objs.next; pos != &bk->unstable_objs; pos = next) {
+		next = pos->next; /* clean_upto() may unlink pos */
+		n += clean_upto(us_container_of(pos, us_object, unstable_link), seq);
+	}
+	us__unlock(bk->engine);
+	return clamp_count(n);
+}
+
+int us_object_commit_done(us_object *o, uint64_t seq)
+{
+	uint64_t n;
+
+	if (!o || seq == 0)
+		return -EINVAL;
+	us__lock(o->engine);
+	o->backend->commit_done_calls++;
+	if (seq > o->committed_seq)
+		o->committed_seq = seq;
+	n = clean_upto(o, seq);
+	us__unlock(o->engine);
+	return clamp_count(n);
+}
+
+int us_backend_commit_lost(us_backend *bk)
+{
+	uint64_t n = 0;
+
+	if (!bk)
+		return -EINVAL;
+	us__lock(bk->engine);
+	bk->commit_lost_calls++;
+	while (!us_list_empty(&bk->unstable_objs)) {
+		us_object *o = us_container_of(bk->unstable_objs.next, us_object, unstable_link);
+
+		while (!us_list_empty(&o->unstable)) {
+			us_buf *b = us_container_of(o->unstable.next, us_buf, link);
+
+			us__buf_unstable_unlink(b);
+			us__buf_set_state(b, US_BUF_DIRTY);
+			us__domain_event(o->domain, US_EV_COMMIT_LOST, 1);
+			n++;
+		}
+	}
+	us__unlock(bk->engine);
+	return clamp_count(n);
+}
+
+int us_object_commit(us_object *o)
+{
+	us_backend *bk;
+	us_engine *e;
+	int rc;
+
+	if (!o)
+		return -EINVAL;
+	e = o->engine;
+	bk = o->backend;
+	us__lock(e);
+	if (us_list_empty(&o->unstable)) {
+		us__unlock(e);
+		return 0;
+	}
+	o->busy++;
+	if (bk->ops.commit)
+		bk->commit_calls++;
+	else
+		bk->sync_calls++;
+	us__unlock(e);
+	if (bk->ops.commit)
+		rc = bk->ops.commit(bk->ctx, o, US_REASON_USER);
+	else
+		rc = bk->ops.sync(bk->ctx, bk, US_REASON_USER);
+	us__lock(e);
+	o->busy--;
+	us__unlock(e);
+	return rc > 0 ? 0 : rc;
+}

@@ -1,0 +1,397 @@
+/*
+ * Domains: the accounting tree, its limits and its counters.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * Every counter of a domain covers its whole subtree (invariant I1), so a
+ * change to a buffer walks from its domain up to the root: O(depth), and
+ * reading any domain's figures is O(1).
+ */
+#include "internal.h"
+
+#include <stdio.h>
+
+void us__domain_add(us_domain *d, size_t field, int64_t delta)
+{
+	for (; d; d = d->parent) {
+		uint64_t *c = (uint64_t *)((char *)&d->c + field);
+
+		assert(delta >= 0 || *c >= (uint64_t)-delta);
+		*c += (uint64_t)delta;
+		if (field == US_COUNTER(charged) && d->c.charged > d->peak_charged)
+			d->peak_charged = d->c.charged;
+	}
+}
+
+void us__domain_event(us_domain *d, enum us_event ev, uint64_t n)
+{
+	for (; d; d = d->parent)
+		d->ev[ev] += n;
+}
+
+static bool in_engine(const us_domain *d, const us_engine *e)
+{
+	return d && d->engine == e;
+}
+
+int us_domain_create(us_engine *e, us_domain *parent, const char *name, unsigned flags,
+		     us_domain **out)
+{
+	struct us_list *pos;
+	us_domain *d;
+	size_t len;
+
+	if (!e || !name || !out || (flags & ~US_DOMAIN_ARENA))
+		return -EINVAL;
+	len = strlen(name);
+	if (len == 0 || len > US_NAME_MAX)
+		return -EINVAL;
+	if (!parent)
+		parent = e->root;
+	else if (!in_engine(parent, e))
+		return -EINVAL;
+
+	us__lock(e);
+	us_list_for_each(pos, &parent->children)
+	{
+		if (strcmp(us_container_of(pos, us_domain, sibling)->name, name) == 0) {
+			us__unlock(e);
+			return -EEXIST;
+		}
+	}
+	d = us__meta_alloc(e, sizeof(*d));
+	if (!d) {
+		us__unlock(e);
+		return -ENOMEM;
+	}
+	d->engine = e;
+	d->parent = parent;
+	d->depth = parent->depth + 1;
+	memcpy(d->name, name, len + 1);
+	us_list_init(&d->children);
+	us_list_init(&d->lru);
+	d->max = US_UNLIMITED;
+	d->high = US_UNLIMITED;
+	d->bg_ratio = 10;
+	d->dirty_ratio = 20;
+	/* Top-level domains and those that ask get an arena while any are left. */
+	if ((parent == e->root || (flags & US_DOMAIN_ARENA)) && us__arena_create(e, &d->arena)) {
+		d->has_arena = d->own_arena = true;
+	} else {
+		d->has_arena = parent->has_arena;
+		d->arena = parent->arena;
+	}
+	us_list_add_tail(&parent->children, &d->sibling);
+	parent->nchildren++;
+	us__unlock(e);
+	*out = d;
+	return 0;
+}
+
+int us_domain_destroy(us_domain *d)
+{
+	us_engine *e;
+
+	if (!d || !d->parent)
+		return -EINVAL;
+	e = d->engine;
+	us__lock(e);
+	if (d->nchildren || d->nobjects || d->c.charged) {
+		us__unlock(e);
+		return -EBUSY;
+	}
+	us_list_del(&d->sibling);
+	d->parent->nchildren--;
+	if (d->own_arena)
+		us__arena_destroy(e, d->arena);
+	us__meta_free(e, d, sizeof(*d));
+	us__unlock(e);
+	return 0;
+}
+
+const char *us_domain_name(const us_domain *d)
+{
+	return d ? d->name : NULL;
+}
+
+us_domain *us_domain_parent(const us_domain *d)
+{
+	return d ? d->parent : NULL;
+}
+
+int us_domain_set_limit(us_domain *d, enum us_limit which, uint64_t value)
+{
+	struct us_list victims;
+	us_engine *e;
+	int rc = 0;
+
+	if (!d)
+		return -EINVAL;
+	switch (which) {
+	case US_LIMIT_MAX:
+	case US_LIMIT_HIGH:
+		break;
+	case US_LIMIT_DIRTY_BG_BYTES:
+	case US_LIMIT_DIRTY_BYTES:
+		if (value == 0)
+			return -EINVAL;
+		break;
+	case US_LIMIT_DIRTY_BG_RATIO:
+	case US_LIMIT_DIRTY_RATIO:
+		if (value > 100)
+			return -EINVAL;
+		break;
+	default:
+		return -EINVAL;
+	}
+	e = d->engine;
+	us_list_init(&victims);
+	us__lock(e);
+	switch (which) {
+	case US_LIMIT_MAX:
+		/* Evict down to the new limit, or refuse without touching a thing. */
+		if (d->c.charged > value) {
+			if (d->c.charged - d->c.evictable > value) {
+				rc = -EBUSY;
+				break;
+			}
+			us__evict_to(d, value, &victims);
+		}
+		d->max = value;
+		break;
+	case US_LIMIT_HIGH:
+		d->high = value;
+		break;
+	case US_LIMIT_DIRTY_BG_BYTES:
+		d->bg_bytes = value;
+		d->bg_ratio = 0;
+		break;
+	case US_LIMIT_DIRTY_BG_RATIO:
+		d->bg_ratio = value;
+		d->bg_bytes = 0;
+		break;
+	case US_LIMIT_DIRTY_BYTES:
+		d->dirty_bytes = value;
+		d->dirty_ratio = 0;
+		break;
+	case US_LIMIT_DIRTY_RATIO:
+		d->dirty_ratio = value;
+		d->dirty_bytes = 0;
+		break;
+	}
+	us__unlock(e);
+	us__victims_release(e, &victims);
+	return rc;
+}
+
+int us_domain_get_limit(const us_domain *d, enum us_limit which, uint64_t *value)
+{
+	us_engine *e;
+	int rc = 0;
+
+	if (!d || !value)
+		return -EINVAL;
+	e = d->engine;
+	us__lock(e);
+	switch (which) {
+	case US_LIMIT_MAX:
+		*value = d->max;
+		break;
+	case US_LIMIT_HIGH:
+		*value = d->high;
+		break;
+	case US_LIMIT_DIRTY_BG_BYTES:
+		*value = d->bg_bytes;
+		break;
+	case US_LIMIT_DIRTY_BG_RATIO:
+		*value = d->bg_ratio;
+		break;
+	case US_LIMIT_DIRTY_BYTES:
+		*value = d->dirty_bytes;
+		break;
+	case US_LIMIT_DIRTY_RATIO:
+		*value = d->dirty_ratio;
+		break;
+	default:
+		rc = -EINVAL;
+	}
+	us__unlock(e);
+	return rc;
+}
+
+/* The headroom of d and all its ancestors: the bytes d's subtree may add. */
+static uint64_t headroom(const us_domain *d)
+{
+	uint64_t h = US_UNLIMITED;
+
+	for (; d; d = d->parent) {
+		if (d->max != US_UNLIMITED) {
+			uint64_t room = d->max > d->c.charged ? d->max - d->c.charged : 0;
+
+			if (room < h)
+				h = room;
+		}
+	}
+	return h;
+}
+
+uint64_t us__domain_max_eff(const us_domain *d)
+{
+	uint64_t h = headroom(d);
+
+	return h == US_UNLIMITED ? US_UNLIMITED : d->c.charged + h;
+}
+
+static uint64_t high_eff(const us_domain *d)
+{
+	uint64_t h = US_UNLIMITED;
+	const us_domain *a;
+
+	for (a = d; a; a = a->parent) {
+		if (a->high != US_UNLIMITED) {
+			uint64_t room = a->high > a->c.charged ? a->high - a->c.charged : 0;
+
+			if (room < h)
+				h = room;
+		}
+	}
+	return h == US_UNLIMITED ? US_UNLIMITED : d->c.charged + h;
+}
+
+static uint64_t ratio_of(uint64_t base, uint64_t pct)
+{
+	if (base == US_UNLIMITED)
+		return US_UNLIMITED;
+	/* base * pct / 100 without overflow for any base. */
+	return base / 100 * pct + base % 100 * pct / 100;
+}
+
+/*
+ * The thresholds of d: its own (bytes, or a ratio of its effective max),
+ * never above its parent's, and background strictly under dirty (halved
+ * when set at or above it, as Linux does).
+ */
+static void thresholds(const us_domain *d, uint64_t *bg, uint64_t *dirty)
+{
+	uint64_t max = us__domain_max_eff(d), pbg, pdirty;
+
+	*bg = d->bg_bytes ? d->bg_bytes : ratio_of(max, d->bg_ratio);
+	*dirty = d->dirty_bytes ? d->dirty_bytes : ratio_of(max, d->dirty_ratio);
+	if (d->parent) {
+		thresholds(d->parent, &pbg, &pdirty);
+		if (pbg < *bg)
+			*bg = pbg;
+		if (pdirty < *dirty)
+			*dirty = pdirty;
+	}
+	if (*bg >= *dirty)
+		*bg = *dirty / 2;
+}
+
+int us_domain_effective_limits(const us_domain *d, struct us_domain_limits *out)
+{
+	struct us_domain_limits l;
+	us_engine *e;
+	size_t sz;
+
+	if (!d || !out || out->size < sizeof(l))
+		return -EINVAL;
+	sz = out->size;
+	e = d->engine;
+	memset(&l, 0, sizeof(l));
+	us__lock(e);
+	l.max_bytes = us__domain_max_eff(d);
+	l.high_bytes = high_eff(d);
+	if (l.high_bytes > l.max_bytes)
+		l.high_bytes = l.max_bytes;
+	thresholds(d, &l.bg_thresh_bytes, &l.dirty_thresh_bytes);
+	us__unlock(e);
+	l.size = sz;
+	memcpy(out, &l, sizeof(l));
+	return 0;
+}
+
+int us_domain_stats(const us_domain *d, struct us_domain_stats *st)
+{
+	struct us_domain_stats s;
+	us_engine *e;
+	size_t sz;
+
+	if (!d || !st || st->size < sizeof(s))
+		return -EINVAL;
+	sz = st->size;
+	e = d->engine;
+	memset(&s, 0, sizeof(s));
+	us__lock(e);
+	s.charged_bytes = d->c.charged;
+	s.clean_bytes = d->c.clean;
+	s.dirty_bytes = d->c.dirty;
+	s.writeback_bytes = d->c.writeback;
+	s.unstable_bytes = d->c.unstable;
+	s.evictable_bytes = d->c.evictable;
+	s.peak_charged_bytes = d->peak_charged;
+	s.buffers = d->c.buffers;
+	s.charges = d->ev[US_EV_CHARGES];
+	s.uncharges = d->ev[US_EV_UNCHARGES];
+	s.evictions = d->ev[US_EV_EVICTIONS];
+	s.evicted_bytes = d->ev[US_EV_EVICTED_BYTES];
+	s.drops = d->ev[US_EV_DROPS];
+	s.dropped_bytes = d->ev[US_EV_DROPPED_BYTES];
+	s.enomem = d->ev[US_EV_ENOMEM];
+	s.max_events = d->ev[US_EV_MAX_EVENTS];
+	s.high_events = d->ev[US_EV_HIGH_EVENTS];
+	s.dirtied = d->ev[US_EV_DIRTIED];
+	s.redirtied = d->ev[US_EV_REDIRTIED];
+	s.writeback_started = d->ev[US_EV_WRITEBACK_STARTED];
+	s.written_stable = d->ev[US_EV_WRITTEN_STABLE];
+	s.written_unstable = d->ev[US_EV_WRITTEN_UNSTABLE];
+	s.write_errors = d->ev[US_EV_WRITE_ERRORS];
+	s.write_lost = d->ev[US_EV_WRITE_LOST];
+	s.committed = d->ev[US_EV_COMMITTED];
+	s.commit_lost = d->ev[US_EV_COMMIT_LOST];
+	us__unlock(e);
+	s.size = sz;
+	memcpy(st, &s, sizeof(s));
+	return 0;
+}
+
+int us_domain_stat_text(const us_domain *d, char *buf, size_t len)
+{
+	struct us_domain_stats s = { .size = sizeof(s) };
+	struct us_domain_limits l = { .size = sizeof(l) };
+	int rc;
+
+	if (!d || (!buf && len))
+		return -EINVAL;
+	rc = us_domain_stats(d, &s);
+	if (rc == 0)
+		rc = us_domain_effective_limits(d, &l);
+	if (rc)
+		return rc;
+	rc = snprintf(buf, len,
+		      "charged %llu\nclean %llu\ndirty %llu\nwriteback %llu\nunstable %llu\n"
+		      "evictable %llu\npeak_charged %llu\nbuffers %llu\n"
+		      "max %llu\nhigh %llu\nbg_thresh %llu\ndirty_thresh %llu\n"
+		      "charges %llu\nuncharges %llu\nevictions %llu\nevicted_bytes %llu\n"
+		      "drops %llu\ndropped_bytes %llu\nenomem %llu\nmax_events %llu\n"
+		      "high_events %llu\ndirtied %llu\nredirtied %llu\nwriteback_started %llu\n"
+		      "written_stable %llu\nwritten_unstable %llu\nwrite_errors %llu\n"
+		      "write_lost %llu\ncommitted %llu\ncommit_lost %llu\n",
+		      (unsigned long long)s.charged_bytes, (unsigned long long)s.clean_bytes,
+		      (unsigned long long)s.dirty_bytes, (unsigned long long)s.writeback_bytes,
+		      (unsigned long long)s.unstable_bytes, (unsigned long long)s.evictable_bytes,
+		      (unsigned long long)s.peak_charged_bytes, (unsigned long long)s.buffers,
+		      (unsigned long long)l.max_bytes, (unsigned long long)l.high_bytes,
+		      (unsigned long long)l.bg_thresh_bytes,
+		      (unsigned long long)l.dirty_thresh_bytes, (unsigned long long)s.charges,
+		      (unsigned long long)s.uncharges, (unsigned long long)s.evictions,
+		      (unsigned long long)s.evicted_bytes, (unsigned long long)s.drops,
+		      (unsigned long long)s.dropped_bytes, (unsigned long long)s.enomem,
+		      (unsigned long long)s.max_events, (unsigned long long)s.high_events,
+		      (unsigned long long)s.dirtied, (unsigned long long)s.redirtied,
+		      (unsigned long long)s.writeback_started, (unsigned long long)s.written_stable,
+		      (unsigned long long)s.written_unstable, (unsigned long long)s.write_errors,
+		      (unsigned long long)s.write_lost, (unsigned long long)s.committed,
+		      (unsigned long long)s.commit_lost);
+	return rc < 0 ? -EINVAL : rc;
+}

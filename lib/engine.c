@@ -1,0 +1,263 @@
+/*
+ * The engine: options, lock, clock, lifetime.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *us_version(void)
+{
+	return US_VERSION_STRING;
+}
+
+const char *us_strerror(int err)
+{
+	switch (err) {
+	case 0:
+		return "success";
+	case -EINVAL:
+		return "invalid argument";
+	case -ENOMEM:
+		return "out of memory: the charge cannot fit under a limit";
+	case -EAGAIN:
+		return "try again later";
+	case -EBUSY:
+		return "still in use";
+	case -EEXIST:
+		return "overlaps an existing buffer or name";
+	case -ENOENT:
+		return "not found";
+	case -EALREADY:
+		return "not in the state this call completes";
+	case -EDEADLK:
+		return "would deadlock";
+	case -EIO:
+		return "input/output error";
+	case -EUCLEAN:
+		return "invariant violated";
+	default:
+		return "unknown error";
+	}
+}
+
+void us__lock(us_engine *e)
+{
+	int rc = pthread_mutex_lock(&e->lock);
+
+	assert(rc == 0);
+	(void)rc;
+}
+
+void us__unlock(us_engine *e)
+{
+	int rc = pthread_mutex_unlock(&e->lock);
+
+	assert(rc == 0);
+	(void)rc;
+}
+
+uint64_t us__now(us_engine *e)
+{
+	struct timespec ts;
+
+	switch (e->clock) {
+	case US_CLOCK_VIRTUAL:
+		return atomic_load_explicit(&e->vclock_ns, memory_order_acquire);
+	case US_CLOCK_CUSTOM:
+		return e->clock_fn(e->clock_ctx);
+	case US_CLOCK_MONOTONIC:
+	default:
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	}
+}
+
+uint64_t us_engine_now(us_engine *e)
+{
+	return e ? us__now(e) : 0;
+}
+
+int us_engine_clock_advance(us_engine *e, uint64_t delta_ns)
+{
+	uint64_t cur;
+
+	if (!e || e->clock != US_CLOCK_VIRTUAL)
+		return -EINVAL;
+	cur = atomic_load_explicit(&e->vclock_ns, memory_order_relaxed);
+	do {
+		if (cur > UINT64_MAX - delta_ns)
+			return -EINVAL;
+	} while (!atomic_compare_exchange_weak(&e->vclock_ns, &cur, cur + delta_ns));
+	return 0;
+}
+
+static uint64_t physical_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+
+	if (pages <= 0 || psz <= 0)
+		return (uint64_t)1 << 32;
+	return (uint64_t)pages * (uint64_t)psz;
+}
+
+void us_engine_options_init(struct us_engine_options *opts)
+{
+	if (!opts)
+		return;
+	memset(opts, 0, sizeof(*opts));
+	opts->size = sizeof(*opts);
+	opts->memory_bytes = physical_memory();
+	opts->clock = US_CLOCK_MONOTONIC;
+	opts->max_arenas = 8;
+}
+
+/* The size of the first release's options struct: older callers pass it. */
+#define US_ENGINE_OPTIONS_V1 (offsetof(struct us_engine_options, max_arenas) + sizeof(unsigned))
+
+int us_engine_create(const struct us_engine_options *user, us_engine **out)
+{
+	struct us_engine_options o;
+	pthread_mutexattr_t attr;
+	us_engine boot, *e;
+	us_domain *root;
+
+	if (!out)
+		return -EINVAL;
+	us_engine_options_init(&o);
+	if (user) {
+		if (user->size < US_ENGINE_OPTIONS_V1 || user->size > sizeof(o))
+			return -EINVAL;
+		memcpy(&o, user, user->size);
+		o.size = sizeof(o);
+	}
+	if (o.memory_bytes == 0)
+		return -EINVAL;
+	if (o.clock != US_CLOCK_MONOTONIC && o.clock != US_CLOCK_VIRTUAL && o.clock != US_CLOCK_CUSTOM)
+		return -EINVAL;
+	if (o.clock == US_CLOCK_CUSTOM && !o.clock_fn)
+		return -EINVAL;
+	if (o.alloc && (!o.alloc->alloc || !o.alloc->free))
+		return -EINVAL;
+	if (o.max_arenas == 0)
+		o.max_arenas = 8;
+
+	/* Allocate through the hooks from the start: a bootstrap engine. */
+	memset(&boot, 0, sizeof(boot));
+	if (o.alloc) {
+		boot.have_hooks = true;
+		boot.hooks = *o.alloc;
+	}
+	e = us__meta_alloc(&boot, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	root = us__meta_alloc(&boot, sizeof(*root));
+	if (!root) {
+		us__meta_free(&boot, e, sizeof(*e));
+		return -ENOMEM;
+	}
+	pthread_mutexattr_init(&attr);
+#ifndef NDEBUG
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
+#endif
+	pthread_mutex_init(&e->lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+	e->clock = o.clock;
+	e->clock_fn = o.clock_fn;
+	e->clock_ctx = o.clock_ctx;
+	atomic_init(&e->vclock_ns, 0);
+	e->have_hooks = boot.have_hooks;
+	e->hooks = boot.hooks;
+	e->max_arenas = o.max_arenas;
+	us_list_init(&e->backends);
+
+	root->engine = e;
+	strcpy(root->name, "root");
+	us_list_init(&root->children);
+	us_list_init(&root->sibling);
+	us_list_init(&root->lru);
+	root->max = o.memory_bytes;
+	root->high = US_UNLIMITED;
+	root->bg_ratio = 10;
+	root->dirty_ratio = 20;
+	root->has_arena = root->own_arena = us__arena_create(e, &root->arena);
+	e->root = root;
+	*out = e;
+	return 0;
+}
+
+us_domain *us_engine_root(us_engine *e)
+{
+	return e ? e->root : NULL;
+}
+
+static void domain_free_all(us_engine *e, us_domain *d)
+{
+	while (!us_list_empty(&d->children)) {
+		us_domain *c = us_container_of(d->children.next, us_domain, sibling);
+
+		us_list_del(&c->sibling);
+		domain_free_all(e, c);
+	}
+	if (d->own_arena)
+		us__arena_destroy(e, d->arena);
+	us__meta_free(e, d, sizeof(*d));
+}
+
+int us_engine_destroy(us_engine *e)
+{
+	struct us_list victims, *pos, *opos;
+
+	if (!e)
+		return -EINVAL;
+	us_list_init(&victims);
+	us__lock(e);
+	/* Everything charged must be evictable, and no callback running. */
+	if (e->root->c.charged != e->root->c.evictable) {
+		us__unlock(e);
+		return -EBUSY;
+	}
+	us_list_for_each(pos, &e->backends)
+	{
+		us_backend *b = us_container_of(pos, us_backend, link);
+
+		us_list_for_each(opos, &b->objects)
+		{
+			if (us_container_of(opos, us_object, link)->busy) {
+				us__unlock(e);
+				return -EBUSY;
+			}
+		}
+	}
+	us__evict_to(e->root, 0, &victims);
+	us__unlock(e);
+	us__victims_release(e, &victims);
+
+	while (!us_list_empty(&e->backends)) {
+		us_backend *b = us_container_of(e->backends.next, us_backend, link);
+
+		while (!us_list_empty(&b->objects)) {
+			us_object *o = us_container_of(b->objects.next, us_object, link);
+
+			us_list_del(&o->link);
+			us__meta_free(e, o, sizeof(*o));
+		}
+		us_list_del(&b->link);
+		us__meta_free(e, b, sizeof(*b));
+	}
+	domain_free_all(e, e->root);
+	pthread_mutex_destroy(&e->lock);
+	/* The engine record itself goes back through the same hooks. */
+	{
+		us_engine boot;
+
+		memset(&boot, 0, sizeof(boot));
+		boot.have_hooks = e->have_hooks;
+		boot.hooks = e->hooks;
+		us__meta_free(&boot, e, sizeof(*e));
+	}
+	return 0;
+}

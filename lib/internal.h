@@ -1,0 +1,321 @@
+/*
+ * Private definitions shared by the library's sources. Never installed.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * INVARIANTS (checked by us_engine_check(), in tests after every operation)
+ *
+ *  I1. For every domain D and every counter X in {charged, clean, dirty,
+ *      writeback, unstable, evictable, buffers}: D.c.X is the sum of X over
+ *      the buffers of the objects charged to D's subtree.
+ *  I2. For every domain: charged = clean + dirty + writeback + unstable.
+ *  I3. For every domain: charged <= max, at every instant. A charge is
+ *      admitted only after checking every ancestor (us__charge()).
+ *  I4. A buffer is on its domain's LRU list iff it is CLEAN and unreferenced
+ *      (b->on_lru), and then it is counted in evictable.
+ *  I5. A buffer is on its object's unstable list iff it is UNSTABLE; the list
+ *      is sorted by commit seq; an object is on its backend's unstable list
+ *      iff its own list is not empty.
+ *  I6. The buffers of an object do not overlap; the index is a valid AVL tree
+ *      ordered by offset.
+ *  I7. A buffer leaves DIRTY, WRITEBACK or UNSTABLE only through: a stable
+ *      write, a commit covering its seq, a write the user declared lost
+ *      (recorded on the object), or an explicit drop.
+ *
+ * TRANSITIONS (who performs each)
+ *
+ *   from       to         function
+ *   (none)     CLEAN      us_buf_get()                 buf.c
+ *   CLEAN      DIRTY      us_buf_dirty()               buf.c
+ *   UNSTABLE   DIRTY      us_buf_dirty()               buf.c
+ *   WRITEBACK  +REDIRTIED us_buf_dirty()               buf.c
+ *   DIRTY      WRITEBACK  us_object_flush()            writeback.c
+ *   WRITEBACK  DIRTY      flush callback failed        writeback.c
+ *   WRITEBACK  CLEAN      us_buf_write_done(STABLE|LOST) writeback.c
+ *   WRITEBACK  UNSTABLE   us_buf_write_done(UNSTABLE)  writeback.c
+ *   WRITEBACK  DIRTY      us_buf_write_done(ERROR), or REDIRTIED  writeback.c
+ *   UNSTABLE   CLEAN      us_backend_commit_done(), us_object_commit_done()  commit.c
+ *   UNSTABLE   DIRTY      us_backend_commit_lost()     commit.c
+ *   CLEAN      (freed)    eviction (us__evict_*)       reclaim.c
+ *   any but WRITEBACK (freed)  us_buf_drop()           buf.c
+ *
+ * LOCKS
+ *
+ * One mutex per engine (rank US_LOCK_ENGINE) guards all engine state. The
+ * allocator hooks and the custom clock may be called with it held; user
+ * callbacks never are. Debug builds use an error-checking mutex and assert
+ * that every lock and unlock succeeds, which catches a re-entry from a hook.
+ * Fork: a child process must not use an engine of its parent.
+ */
+#ifndef US_INTERNAL_H
+#define US_INTERNAL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <unstable/unstable.h>
+
+#define US_NAME_MAX 63
+
+/* The ranks of the library's locks, outermost first. */
+enum us_lock_rank {
+	US_LOCK_ENGINE = 1,
+};
+
+#define us_container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* ------------------------------------------------------------------------ */
+/* Intrusive doubly linked list with a sentinel head.                        */
+
+struct us_list {
+	struct us_list *next, *prev;
+};
+
+static inline void us_list_init(struct us_list *h)
+{
+	h->next = h->prev = h;
+}
+
+static inline bool us_list_empty(const struct us_list *h)
+{
+	return h->next == h;
+}
+
+static inline void us_list_insert_after(struct us_list *pos, struct us_list *n)
+{
+	n->prev = pos;
+	n->next = pos->next;
+	pos->next->prev = n;
+	pos->next = n;
+}
+
+static inline void us_list_add_tail(struct us_list *h, struct us_list *n)
+{
+	us_list_insert_after(h->prev, n);
+}
+
+static inline void us_list_del(struct us_list *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	n->next = n->prev = n;
+}
+
+#define us_list_for_each(pos, head) for ((pos) = (head)->next; (pos) != (head); (pos) = (pos)->next)
+
+/* ------------------------------------------------------------------------ */
+/* Intrusive AVL tree keyed by a uint64_t (tree.c).                          */
+
+struct us_tnode {
+	struct us_tnode *left, *right;
+	uint64_t key;
+	int32_t height;
+};
+
+/* Inserts n (its key must not be in the tree); returns the new root. */
+struct us_tnode *us__tree_insert(struct us_tnode *root, struct us_tnode *n);
+/* Removes the node with key; returns the new root. */
+struct us_tnode *us__tree_remove(struct us_tnode *root, uint64_t key);
+/* The node with the largest key <= key, or NULL. */
+struct us_tnode *us__tree_find_le(struct us_tnode *root, uint64_t key);
+/* The node with the smallest key >= key, or NULL. */
+struct us_tnode *us__tree_find_ge(struct us_tnode *root, uint64_t key);
+/* Checks order and balance; returns the node count or -1. */
+int64_t us__tree_check(const struct us_tnode *root);
+
+/* ------------------------------------------------------------------------ */
+/* Records                                                                   */
+
+/* Byte counters of a domain's subtree (I1). */
+struct us_counters {
+	uint64_t charged;
+	uint64_t clean;
+	uint64_t dirty;
+	uint64_t writeback;
+	uint64_t unstable;
+	uint64_t evictable;
+	uint64_t buffers;
+};
+
+/* Event counts of a domain's subtree. */
+struct us_events {
+	uint64_t charges, uncharges, evictions, evicted_bytes, drops, dropped_bytes;
+	uint64_t enomem, max_events, high_events;
+	uint64_t dirtied, redirtied, writeback_started, written_stable, written_unstable;
+	uint64_t write_errors, write_lost, committed, commit_lost;
+};
+
+enum us_event {
+	US_EV_CHARGES,
+	US_EV_UNCHARGES,
+	US_EV_EVICTIONS,
+	US_EV_EVICTED_BYTES,
+	US_EV_DROPS,
+	US_EV_DROPPED_BYTES,
+	US_EV_ENOMEM,
+	US_EV_MAX_EVENTS,
+	US_EV_HIGH_EVENTS,
+	US_EV_DIRTIED,
+	US_EV_REDIRTIED,
+	US_EV_WRITEBACK_STARTED,
+	US_EV_WRITTEN_STABLE,
+	US_EV_WRITTEN_UNSTABLE,
+	US_EV_WRITE_ERRORS,
+	US_EV_WRITE_LOST,
+	US_EV_COMMITTED,
+	US_EV_COMMIT_LOST,
+	US_EV__COUNT,
+};
+
+struct us_domain {
+	us_engine *engine;
+	us_domain *parent;
+	struct us_list children;
+	struct us_list sibling;
+	char name[US_NAME_MAX + 1];
+	unsigned depth;
+	uint64_t nchildren;
+	uint64_t nobjects;
+
+	/* Limits as set. A dirty threshold uses bytes when non-zero, else ratio. */
+	uint64_t max;
+	uint64_t high;
+	uint64_t bg_bytes, bg_ratio;
+	uint64_t dirty_bytes, dirty_ratio;
+
+	struct us_counters c;
+	uint64_t peak_charged;
+	uint64_t ev[US_EV__COUNT];
+
+	/* Clean unreferenced buffers of this domain alone, oldest first. */
+	struct us_list lru;
+
+	/* jemalloc arena serving this domain's payloads (inherited unless own). */
+	unsigned arena;
+	bool has_arena;
+	bool own_arena;
+
+	/* Scratch for the checker. */
+	struct us_counters chk;
+};
+
+struct us_backend {
+	us_engine *engine;
+	struct us_list link;
+	struct us_backend_ops ops;
+	void *ctx;
+	struct us_list objects;
+	struct us_list unstable_objs;
+	uint64_t committed_seq;
+	uint64_t nobjects;
+	uint64_t dirty, writeback, unstable;
+	uint64_t flush_calls, flush_bytes, flush_failed, commit_calls, sync_calls;
+	uint64_t commit_done_calls, commit_lost_calls;
+};
+
+struct us_object {
+	us_engine *engine;
+	us_backend *backend;
+	us_domain *domain;
+	void *user;
+	struct us_list link;          /* backend->objects */
+	struct us_list unstable_link; /* backend->unstable_objs */
+	struct us_tnode *root;        /* buffers by offset */
+	struct us_list unstable;      /* UNSTABLE buffers by seq */
+	uint64_t nbufs;
+	uint64_t nlru;   /* buffers on an LRU (clean, unreferenced) */
+	uint64_t ndirty; /* buffers in DIRTY */
+	uint64_t dirtied_when_ns;
+	uint64_t committed_seq;
+	uint64_t busy; /* callbacks running on this object */
+	uint64_t errseq;
+	int err;
+};
+
+struct us_buf {
+	struct us_tnode node; /* node.key is the offset */
+	struct us_list link;  /* domain LRU, object unstable list, or a private list */
+	us_object *obj;
+	void *data;
+	uint64_t seq;
+	uint64_t lru_stamp;
+	uint32_t length;
+	uint32_t refs;
+	uint8_t state;
+	uint8_t flags;
+	bool on_lru;
+	bool attached; /* in its object's index */
+	int err;
+};
+
+struct us_engine {
+	pthread_mutex_t lock;
+	enum us_clock_kind clock;
+	uint64_t (*clock_fn)(void *ctx);
+	void *clock_ctx;
+	_Atomic uint64_t vclock_ns;
+	bool have_hooks;
+	struct us_alloc_hooks hooks;
+	unsigned max_arenas;
+	unsigned narenas;
+	us_domain *root;
+	struct us_list backends;
+	uint64_t lru_tick;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Internal functions                                                        */
+
+void us__lock(us_engine *e);
+void us__unlock(us_engine *e);
+uint64_t us__now(us_engine *e);
+
+/* alloc.c */
+void *us__meta_alloc(us_engine *e, size_t size); /* zeroed */
+void us__meta_free(us_engine *e, void *p, size_t size);
+void *us__payload_alloc(us_engine *e, const us_domain *d, size_t size); /* zeroed */
+void us__payload_free(us_engine *e, void *p, size_t size);
+bool us__arena_create(us_engine *e, unsigned *ind);
+void us__arena_destroy(us_engine *e, unsigned ind);
+void us__arena_purge(us_engine *e, unsigned ind);
+
+/* domain.c */
+void us__domain_add(us_domain *d, size_t field, int64_t delta);
+void us__domain_event(us_domain *d, enum us_event ev, uint64_t n);
+uint64_t us__domain_max_eff(const us_domain *d);
+
+/* buf.c: state changes with their accounting. Called with the lock held. */
+void us__buf_set_state(us_buf *b, enum us_buf_state to);
+void us__buf_lru_update(us_buf *b);
+void us__buf_unstable_unlink(us_buf *b);
+void us__buf_unstable_link(us_buf *b, uint64_t seq);
+void us__buf_free(us_engine *e, us_buf *b);
+void us__obj_record_error(us_object *o, int err);
+
+/* reclaim.c */
+/* Could a charge of len bytes to d fit after evicting all it may? */
+bool us__charge_possible(const us_domain *d, uint64_t len);
+/* Counts a refused charge (max events, ENOMEM); returns -ENOMEM. */
+int us__charge_refused(us_domain *d, uint64_t len);
+/* Admits a charge of len bytes to d: evicts into victims as needed. */
+int us__charge(us_domain *d, uint64_t len, struct us_list *victims);
+/* Evicts from d's subtree until its charged bytes are <= target. */
+int us__evict_to(us_domain *d, uint64_t target, struct us_list *victims);
+/* Detaches a clean unreferenced buffer and uncharges it; onto victims. */
+void us__buf_detach(us_buf *b, struct us_list *victims);
+/* Without the lock: tells the evict callbacks, frees. Takes and drops it. */
+void us__victims_release(us_engine *e, struct us_list *victims);
+
+#define US_COUNTER(field) offsetof(struct us_counters, field)
+
+#endif /* US_INTERNAL_H */

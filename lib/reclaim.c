@@ -1,0 +1,136 @@
+/*
+ * Charging and reclaim.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * A charge of n bytes to domain D is admitted only if, for D and every
+ * ancestor A, A.charged + n <= A.max after eviction (invariant I3: max is
+ * never crossed, not even for an instant). The check comes first and evicts
+ * nothing when it cannot succeed: a domain A can free at most A.evictable
+ * bytes (its clean unreferenced buffers), so the charge fails with -ENOMEM,
+ * leaving everything as it was, when A.charged - A.evictable + n > A.max for
+ * any A on the path. Otherwise eviction runs from D upwards: for each A over
+ * its limit, the least recently used clean unreferenced buffers of A's
+ * subtree go first.
+ *
+ * Eviction works in two halves. Under the engine lock a victim is detached
+ * (out of its object's index and LRU, uncharged) and put on a private list;
+ * after the lock is dropped the evict callback is told and the memory freed
+ * (us__victims_release()). The victim's object is kept alive meanwhile by its
+ * busy count.
+ *
+ * Waiting for writeback and commits to free memory (memcg-style reclaim
+ * throttling) belongs to the reclaim policy built on top of this.
+ */
+#include "internal.h"
+
+/* The least recently used evictable buffer of d's subtree, or NULL. */
+static us_buf *oldest_evictable(us_domain *d)
+{
+	us_buf *best = NULL, *cand;
+	struct us_list *pos;
+
+	if (!us_list_empty(&d->lru))
+		best = us_container_of(d->lru.next, us_buf, link);
+	us_list_for_each(pos, &d->children)
+	{
+		us_domain *c = us_container_of(pos, us_domain, sibling);
+
+		if (!c->c.evictable)
+			continue;
+		cand = oldest_evictable(c);
+		if (cand && (!best || cand->lru_stamp < best->lru_stamp))
+			best = cand;
+	}
+	return best;
+}
+
+void us__buf_detach(us_buf *b, struct us_list *victims)
+{
+	us_object *o = b->obj;
+	us_domain *d = o->domain;
+
+	assert(b->on_lru && b->attached && b->state == US_BUF_CLEAN && !b->refs);
+	us_list_del(&b->link);
+	b->on_lru = false;
+	o->nlru--;
+	o->root = us__tree_remove(o->root, b->node.key);
+	b->attached = false;
+	o->nbufs--;
+	us__domain_add(d, US_COUNTER(evictable), -(int64_t)b->length);
+	us__domain_add(d, US_COUNTER(clean), -(int64_t)b->length);
+	us__domain_add(d, US_COUNTER(charged), -(int64_t)b->length);
+	us__domain_add(d, US_COUNTER(buffers), -1);
+	us__domain_event(d, US_EV_UNCHARGES, 1);
+	us__domain_event(d, US_EV_EVICTIONS, 1);
+	us__domain_event(d, US_EV_EVICTED_BYTES, b->length);
+	o->busy++;
+	us_list_add_tail(victims, &b->link);
+}
+
+int us__evict_to(us_domain *d, uint64_t target, struct us_list *victims)
+{
+	while (d->c.charged > target) {
+		us_buf *b = oldest_evictable(d);
+
+		if (!b)
+			return -ENOMEM;
+		us__buf_detach(b, victims);
+	}
+	return 0;
+}
+
+bool us__charge_possible(const us_domain *d, uint64_t len)
+{
+	for (; d; d = d->parent)
+		if (d->max != US_UNLIMITED &&
+		    (len > d->max || d->c.charged - d->c.evictable > d->max - len))
+			return false;
+	return true;
+}
+
+int us__charge_refused(us_domain *d, uint64_t len)
+{
+	us_domain *a;
+
+	for (a = d; a; a = a->parent)
+		if (a->max != US_UNLIMITED && len > a->max - a->c.charged)
+			a->ev[US_EV_MAX_EVENTS]++;
+	us__domain_event(d, US_EV_ENOMEM, 1);
+	return -ENOMEM;
+}
+
+int us__charge(us_domain *d, uint64_t len, struct us_list *victims)
+{
+	us_domain *a;
+
+	if (!us__charge_possible(d, len))
+		return us__charge_refused(d, len);
+	for (a = d; a; a = a->parent) {
+		if (a->max != US_UNLIMITED && len > a->max - a->c.charged) {
+			int rc;
+
+			a->ev[US_EV_MAX_EVENTS]++;
+			rc = us__evict_to(a, a->max - len, victims);
+			assert(rc == 0);
+			(void)rc;
+		}
+	}
+	return 0;
+}
+
+void us__victims_release(us_engine *e, struct us_list *victims)
+{
+	while (!us_list_empty(victims)) {
+		us_buf *b = us_container_of(victims->next, us_buf, link);
+		us_object *o = b->obj;
+
+		us_list_del(&b->link);
+		if (o->backend->ops.evict)
+			o->backend->ops.evict(o->backend->ctx, o, b->node.key, b->length, b->data);
+		us__lock(e);
+		o->busy--;
+		us__unlock(e);
+		us__buf_free(e, b);
+	}
+}

@@ -1,0 +1,172 @@
+/*
+ * An intrusive AVL tree keyed by uint64_t: the offset index of an object.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * Each node carries the height of its subtree; after every insertion or
+ * removal the path back to the root is rebalanced so that the heights of the
+ * two children of any node differ by at most one. The depth is therefore at
+ * most 1.44 log2(n), which keeps the recursion below shallow (under 90 levels
+ * for any n that fits in memory). Keys are unique: the caller checks.
+ */
+#include "internal.h"
+
+static int32_t height(const struct us_tnode *n)
+{
+	return n ? n->height : 0;
+}
+
+static void update(struct us_tnode *n)
+{
+	int32_t l = height(n->left), r = height(n->right);
+
+	n->height = 1 + (l > r ? l : r);
+}
+
+static struct us_tnode *rotate_right(struct us_tnode *n)
+{
+	struct us_tnode *l = n->left;
+
+	n->left = l->right;
+	l->right = n;
+	update(n);
+	update(l);
+	return l;
+}
+
+static struct us_tnode *rotate_left(struct us_tnode *n)
+{
+	struct us_tnode *r = n->right;
+
+	n->right = r->left;
+	r->left = n;
+	update(n);
+	update(r);
+	return r;
+}
+
+/* Restores the AVL property at n, whose children are balanced. */
+static struct us_tnode *balance(struct us_tnode *n)
+{
+	int32_t bf;
+
+	update(n);
+	bf = height(n->left) - height(n->right);
+	if (bf > 1) {
+		if (height(n->left->left) < height(n->left->right))
+			n->left = rotate_left(n->left);
+		return rotate_right(n);
+	}
+	if (bf < -1) {
+		if (height(n->right->right) < height(n->right->left))
+			n->right = rotate_right(n->right);
+		return rotate_left(n);
+	}
+	return n;
+}
+
+struct us_tnode *us__tree_insert(struct us_tnode *root, struct us_tnode *n)
+{
+	if (!root) {
+		n->left = n->right = NULL;
+		n->height = 1;
+		return n;
+	}
+	if (n->key < root->key)
+		root->left = us__tree_insert(root->left, n);
+	else
+		root->right = us__tree_insert(root->right, n);
+	return balance(root);
+}
+
+static struct us_tnode *remove_min(struct us_tnode *n, struct us_tnode **min)
+{
+	if (!n->left) {
+		*min = n;
+		return n->right;
+	}
+	n->left = remove_min(n->left, min);
+	return balance(n);
+}
+
+struct us_tnode *us__tree_remove(struct us_tnode *root, uint64_t key)
+{
+	struct us_tnode *m;
+
+	if (!root)
+		return NULL;
+	if (key < root->key) {
+		root->left = us__tree_remove(root->left, key);
+	} else if (key > root->key) {
+		root->right = us__tree_remove(root->right, key);
+	} else {
+		if (!root->left)
+			return root->right;
+		if (!root->right)
+			return root->left;
+		/* Replace the node by its successor, relinked in its place. */
+		root->right = remove_min(root->right, &m);
+		m->left = root->left;
+		m->right = root->right;
+		root = m;
+	}
+	return balance(root);
+}
+
+struct us_tnode *us__tree_find_le(struct us_tnode *n, uint64_t key)
+{
+	struct us_tnode *best = NULL;
+
+	while (n) {
+		if (n->key == key)
+			return n;
+		if (n->key < key) {
+			best = n;
+			n = n->right;
+		} else {
+			n = n->left;
+		}
+	}
+	return best;
+}
+
+struct us_tnode *us__tree_find_ge(struct us_tnode *n, uint64_t key)
+{
+	struct us_tnode *best = NULL;
+
+	while (n) {
+		if (n->key == key)
+			return n;
+		if (n->key > key) {
+			best = n;
+			n = n->left;
+		} else {
+			n = n->right;
+		}
+	}
+	return best;
+}
+
+static int64_t check(const struct us_tnode *n, uint64_t lo, uint64_t hi, bool has_lo, bool has_hi)
+{
+	int64_t l, r;
+
+	if (!n)
+		return 0;
+	if ((has_lo && n->key <= lo) || (has_hi && n->key >= hi))
+		return -1;
+	l = check(n->left, lo, n->key, has_lo, true);
+	r = check(n->right, n->key, hi, true, has_hi);
+	if (l < 0 || r < 0)
+		return -1;
+	if (n->height != 1 + (height(n->left) > height(n->right) ? height(n->left) : height(n->right)))
+		return -1;
+	if (height(n->left) - height(n->right) > 1 || height(n->right) - height(n->left) > 1)
+		return -1;
+	return 1 + l + r;
+}
+
+int64_t us__tree_check(const struct us_tnode *root)
+{
+	return check(root, 0, 0, false, false);
+}
