@@ -31,24 +31,24 @@
 
 #include <unstable/unstable.h>
 
-#define KIB (1024ull)
-#define MIB (1024ull * KIB)
-#define BUF_BYTES (128 * KIB)
-#define COPY_BYTES (32 * MIB)
-#define LIMIT_BYTES (2 * MIB)
+#define KIB	      (1024ull)
+#define MIB	      (1024ull * KIB)
+#define BUF_BYTES     (128 * KIB)
+#define COPY_BYTES    (32 * MIB)
+#define LIMIT_BYTES   (2 * MIB)
 #define JOURNAL_BYTES (8 * MIB)
 
 struct server {
 	us_backend *backend;
-	uint64_t seq;         /* last transaction number handed out */
+	uint64_t seq;	      /* last transaction number handed out */
 	uint64_t uncommitted; /* bytes acknowledged and not yet committed */
 	uint64_t commits;
 	uint64_t stored;
 };
 
 /* flush: the server takes the data and acknowledges it as unstable. */
-static int server_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n,
-			uint64_t offset, uint64_t length, enum us_reason reason)
+static int server_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
+			uint64_t length, enum us_reason reason)
 {
 	struct server *s = ctx;
 	size_t i;
@@ -166,9 +166,8 @@ static int run(bool force_commit)
 	printf("  peak charged %llu KiB of max %llu KiB; %u charges refused and retried; "
 	       "%llu evictions; %llu commits; %llu KiB reached the server\n",
 	       (unsigned long long)(st.peak_charged_bytes / KIB),
-	       (unsigned long long)(LIMIT_BYTES / KIB), refused,
-	       (unsigned long long)st.evictions, (unsigned long long)srv.commits,
-	       (unsigned long long)(srv.stored / KIB));
+	       (unsigned long long)(LIMIT_BYTES / KIB), refused, (unsigned long long)st.evictions,
+	       (unsigned long long)srv.commits, (unsigned long long)(srv.stored / KIB));
 	if (st.peak_charged_bytes > LIMIT_BYTES) {
 		fprintf(stderr, "demo: the limit was crossed\n");
 		return 1;

@@ -157,7 +157,8 @@ int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigned flags, u
 	void *data = NULL;
 	int rc;
 
-	if (!o || !out || !valid_range(offset, length) || (flags & ~(US_GET_NOCREATE | US_GET_NODATA)))
+	if (!o || !out || !valid_range(offset, length) ||
+	    (flags & ~(US_GET_NOCREATE | US_GET_NODATA)))
 		return -EINVAL;
 	e = o->engine;
 	us_list_init(&victims);

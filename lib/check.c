@@ -18,7 +18,8 @@ struct ctx {
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static bool fail(struct ctx *c, const char *fmt, ...)
+static bool
+fail(struct ctx *c, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -38,7 +39,8 @@ static void zero_scratch(us_domain *d)
 	struct us_list *pos;
 
 	memset(&d->chk, 0, sizeof(d->chk));
-	us_list_for_each(pos, &d->children) zero_scratch(us_container_of(pos, us_domain, sibling));
+	us_list_for_each (pos, &d->children)
+		zero_scratch(us_container_of(pos, us_domain, sibling));
 }
 
 struct objsum {
@@ -114,8 +116,7 @@ static void check_object(struct ctx *c, us_object *o)
 		fail(c, "object %p: lru/dirty counts %llu/%llu, recorded %llu/%llu", (void *)o,
 		     (unsigned long long)s.nlru, (unsigned long long)s.ndirty,
 		     (unsigned long long)o->nlru, (unsigned long long)o->ndirty);
-	us_list_for_each(pos, &o->unstable)
-	{
+	us_list_for_each (pos, &o->unstable) {
 		us_buf *b = us_container_of(pos, us_buf, link);
 
 		if (b->obj != o || b->state != US_BUF_UNSTABLE || b->seq < prev_seq)
@@ -138,8 +139,7 @@ static void check_lru(struct ctx *c, us_domain *d)
 	struct us_list *pos;
 	uint64_t bytes = 0, prev = 0;
 
-	us_list_for_each(pos, &d->lru)
-	{
+	us_list_for_each (pos, &d->lru) {
 		us_buf *b = us_container_of(pos, us_buf, link);
 
 		if (!b->on_lru || b->obj->domain != d || b->lru_stamp <= prev) {
@@ -162,8 +162,7 @@ static void check_domain(struct ctx *c, us_domain *d)
 	uint64_t nchildren = 0;
 
 	check_lru(c, d);
-	us_list_for_each(pos, &d->children)
-	{
+	us_list_for_each (pos, &d->children) {
 		us_domain *ch = us_container_of(pos, us_domain, sibling);
 
 		if (ch->parent != d)
@@ -217,13 +216,11 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 		msg[0] = '\0';
 	us__lock(e);
 	zero_scratch(e->root);
-	us_list_for_each(bpos, &e->backends)
-	{
+	us_list_for_each (bpos, &e->backends) {
 		us_backend *bk = us_container_of(bpos, us_backend, link);
 		uint64_t sum[3] = { 0, 0, 0 }, nobj = 0;
 
-		us_list_for_each(opos, &bk->objects)
-		{
+		us_list_for_each (opos, &bk->objects) {
 			us_object *o = us_container_of(opos, us_object, link);
 			uint64_t d0 = o->domain->chk.dirty, w0 = o->domain->chk.writeback,
 				 u0 = o->domain->chk.unstable;

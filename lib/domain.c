@@ -52,8 +52,7 @@ int us_domain_create(us_engine *e, us_domain *parent, const char *name, unsigned
 		return -EINVAL;
 
 	us__lock(e);
-	us_list_for_each(pos, &parent->children)
-	{
+	us_list_for_each (pos, &parent->children) {
 		if (strcmp(us_container_of(pos, us_domain, sibling)->name, name) == 0) {
 			us__unlock(e);
 			return -EEXIST;

@@ -136,7 +136,8 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 	}
 	if (o.memory_bytes == 0)
 		return -EINVAL;
-	if (o.clock != US_CLOCK_MONOTONIC && o.clock != US_CLOCK_VIRTUAL && o.clock != US_CLOCK_CUSTOM)
+	if (o.clock != US_CLOCK_MONOTONIC && o.clock != US_CLOCK_VIRTUAL &&
+	    o.clock != US_CLOCK_CUSTOM)
 		return -EINVAL;
 	if (o.clock == US_CLOCK_CUSTOM && !o.clock_fn)
 		return -EINVAL;
@@ -220,12 +221,10 @@ int us_engine_destroy(us_engine *e)
 		us__unlock(e);
 		return -EBUSY;
 	}
-	us_list_for_each(pos, &e->backends)
-	{
+	us_list_for_each (pos, &e->backends) {
 		us_backend *b = us_container_of(pos, us_backend, link);
 
-		us_list_for_each(opos, &b->objects)
-		{
+		us_list_for_each (opos, &b->objects) {
 			if (us_container_of(opos, us_object, link)->busy) {
 				us__unlock(e);
 				return -EBUSY;

@@ -72,7 +72,7 @@ enum us_lock_rank {
 	US_LOCK_ENGINE = 1,
 };
 
-#define us_container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define us_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* ------------------------------------------------------------------------ */
 /* Intrusive doubly linked list with a sentinel head.                        */
@@ -228,12 +228,12 @@ struct us_object {
 	us_backend *backend;
 	us_domain *domain;
 	void *user;
-	struct us_list link;          /* backend->objects */
+	struct us_list link;	      /* backend->objects */
 	struct us_list unstable_link; /* backend->unstable_objs */
-	struct us_tnode *root;        /* buffers by offset */
+	struct us_tnode *root;	      /* buffers by offset */
 	struct us_list unstable;      /* UNSTABLE buffers by seq */
 	uint64_t nbufs;
-	uint64_t nlru;   /* buffers on an LRU (clean, unreferenced) */
+	uint64_t nlru;	 /* buffers on an LRU (clean, unreferenced) */
 	uint64_t ndirty; /* buffers in DIRTY */
 	uint64_t dirtied_when_ns;
 	uint64_t committed_seq;

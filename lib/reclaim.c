@@ -32,8 +32,7 @@ static us_buf *oldest_evictable(us_domain *d)
 
 	if (!us_list_empty(&d->lru))
 		best = us_container_of(d->lru.next, us_buf, link);
-	us_list_for_each(pos, &d->children)
-	{
+	us_list_for_each (pos, &d->children) {
 		us_domain *c = us_container_of(pos, us_domain, sibling);
 
 		if (!c->c.evictable)

@@ -159,7 +159,8 @@ static int64_t check(const struct us_tnode *n, uint64_t lo, uint64_t hi, bool ha
 	r = check(n->right, n->key, hi, true, has_hi);
 	if (l < 0 || r < 0)
 		return -1;
-	if (n->height != 1 + (height(n->left) > height(n->right) ? height(n->left) : height(n->right)))
+	if (n->height !=
+	    1 + (height(n->left) > height(n->right) ? height(n->left) : height(n->right)))
 		return -1;
 	if (height(n->left) - height(n->right) > 1 || height(n->right) - height(n->left) > 1)
 		return -1;

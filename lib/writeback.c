@@ -28,7 +28,8 @@ int us_object_flush(us_object *o, uint64_t offset, uint64_t length, uint64_t max
 		return -EINVAL;
 	e = o->engine;
 	bk = o->backend;
-	end = (length == US_UNLIMITED || offset > UINT64_MAX - length) ? UINT64_MAX : offset + length;
+	end = (length == US_UNLIMITED || offset > UINT64_MAX - length) ? UINT64_MAX :
+									 offset + length;
 
 	us__lock(e);
 	if (!o->ndirty) {
@@ -176,8 +177,9 @@ int us_buf_write_done(us_buf *b, enum us_write_result result, uint64_t seq, int 
 	} else if (result == US_WRITE_ERROR) {
 		us__buf_set_state(b, US_BUF_DIRTY);
 	} else if (result == US_WRITE_UNSTABLE) {
-		committed = o->backend->committed_seq > o->committed_seq ? o->backend->committed_seq
-									  : o->committed_seq;
+		committed = o->backend->committed_seq > o->committed_seq ?
+				    o->backend->committed_seq :
+				    o->committed_seq;
 		if (seq <= committed) {
 			/* Its commit was reported first: durable already. */
 			us__domain_event(d, US_EV_COMMITTED, 1);

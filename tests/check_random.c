@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define K4 4096u
-#define NDOM 6
-#define NOBJ 8
+#define K4    4096u
+#define NDOM  6
+#define NOBJ  8
 #define NSLOT 1024
 
 struct mbuf {
@@ -135,9 +135,9 @@ static void verify(struct world *w)
 		struct us_domain_stats s = tu_stats(w->dom[d]);
 		uint64_t max;
 
-		tu_assert(s.charged_bytes == charged[d], "op %llu: domain %d charged %llu, model %llu",
-			  (unsigned long long)w->ops, d, (unsigned long long)s.charged_bytes,
-			  (unsigned long long)charged[d]);
+		tu_assert(s.charged_bytes == charged[d],
+			  "op %llu: domain %d charged %llu, model %llu", (unsigned long long)w->ops,
+			  d, (unsigned long long)s.charged_bytes, (unsigned long long)charged[d]);
 		tu_assert(us_domain_get_limit(w->dom[d], US_LIMIT_MAX, &max) == 0, "get_limit");
 		tu_assert(s.charged_bytes <= max, "op %llu: domain %d charged %llu above max %llu",
 			  (unsigned long long)w->ops, d, (unsigned long long)s.charged_bytes,
@@ -246,8 +246,13 @@ static void op_get(struct world *w)
 	}
 	ck_assert_int_eq(rc, 1);
 	w->created++;
-	*slot = (struct mbuf){ .b = b, .obj = oi, .off = off, .len = len, .state = US_BUF_CLEAN,
-			       .refs = 1, .used = true };
+	*slot = (struct mbuf){ .b = b,
+			       .obj = oi,
+			       .off = off,
+			       .len = len,
+			       .state = US_BUF_CLEAN,
+			       .refs = 1,
+			       .used = true };
 	if (below(w, 4))
 		release(slot);
 }
@@ -316,8 +321,8 @@ static void op_complete(struct world *w)
 		seq = below(w, 5) ? t->next_seq++ : 1 + below(w, t->next_seq);
 	}
 	ck_assert_int_eq(tb_complete(t, i, r, seq, -EIO), 0);
-	committed = w->bk_committed[bk] > w->obj_committed[m->obj] ? w->bk_committed[bk]
-								    : w->obj_committed[m->obj];
+	committed = w->bk_committed[bk] > w->obj_committed[m->obj] ? w->bk_committed[bk] :
+								     w->obj_committed[m->obj];
 	if (m->redirtied || r == US_WRITE_ERROR) {
 		m->state = US_BUF_DIRTY;
 	} else if (r == US_WRITE_UNSTABLE && seq > committed) {
@@ -426,8 +431,8 @@ static void world_init(struct world *w, uint64_t seed)
 	w->parent[0] = -1;
 	for (i = 1; i < NDOM; i++) {
 		w->parent[i] = parents[i];
-		ck_assert_int_eq(us_domain_create(w->e, w->dom[parents[i]], names[i], 0, &w->dom[i]),
-				 0);
+		ck_assert_int_eq(
+			us_domain_create(w->e, w->dom[parents[i]], names[i], 0, &w->dom[i]), 0);
 		if (max_units[i])
 			ck_assert_int_eq(
 				us_domain_set_limit(w->dom[i], US_LIMIT_MAX, max_units[i] * K4), 0);
@@ -441,9 +446,9 @@ static void world_init(struct world *w, uint64_t seed)
 	for (i = 0; i < NOBJ; i++) {
 		w->obj_dom[i] = i % NDOM;
 		w->obj_bk[i] = i % 2;
-		ck_assert_int_eq(us_object_create(w->tb[i % 2].backend, w->dom[i % NDOM], NULL,
-						  &w->obj[i]),
-				 0);
+		ck_assert_int_eq(
+			us_object_create(w->tb[i % 2].backend, w->dom[i % NDOM], NULL, &w->obj[i]),
+			0);
 	}
 }
 
@@ -533,10 +538,9 @@ static void run(uint64_t seed, uint64_t nops)
 	}
 	printf("seed %llu: %llu ops, %llu created, %llu evicted, %llu ENOMEM, %llu EEXIST, "
 	       "%llu EBUSY\n",
-	       (unsigned long long)seed, (unsigned long long)w->ops,
-	       (unsigned long long)w->created, (unsigned long long)w->evicted,
-	       (unsigned long long)w->enomem, (unsigned long long)w->eexist,
-	       (unsigned long long)w->ebusy);
+	       (unsigned long long)seed, (unsigned long long)w->ops, (unsigned long long)w->created,
+	       (unsigned long long)w->evicted, (unsigned long long)w->enomem,
+	       (unsigned long long)w->eexist, (unsigned long long)w->ebusy);
 	/* The sequence must have exercised the interesting paths. */
 	ck_assert_uint_gt(w->created, nops / 20);
 	ck_assert_uint_gt(w->evicted, 0);

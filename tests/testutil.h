@@ -15,14 +15,14 @@
 
 /* What the test backend's flush callback does with the buffers it is given. */
 enum tb_mode {
-	TB_HOLD = 0,     /* keep them in WRITEBACK, recorded in pending[] */
-	TB_STABLE = 1,   /* complete them at once, stable */
+	TB_HOLD = 0,	 /* keep them in WRITEBACK, recorded in pending[] */
+	TB_STABLE = 1,	 /* complete them at once, stable */
 	TB_UNSTABLE = 2, /* complete them at once, unstable with the next seq */
-	TB_FAIL = 3,     /* refuse the write: return -EIO */
+	TB_FAIL = 3,	 /* refuse the write: return -EIO */
 };
 
 #define TB_MAX_PENDING 4096
-#define TB_MAX_RUNS 256
+#define TB_MAX_RUNS    256
 
 struct tb_run {
 	us_object *obj;
@@ -64,18 +64,18 @@ us_engine *tu_engine(uint64_t memory_bytes);
  * message to the runner for every assertion that passes; loops that verify
  * thousands of figures per step use this instead.
  */
-#define tu_assert(cond, ...)                                                               \
-	do {                                                                               \
-		if (!(cond))                                                               \
-			ck_abort_msg(__VA_ARGS__);                                         \
+#define tu_assert(cond, ...)                       \
+	do {                                       \
+		if (!(cond))                       \
+			ck_abort_msg(__VA_ARGS__); \
 	} while (0)
 
 /* Asserts that the engine's invariants hold. */
-#define tu_check(e)                                                                        \
-	do {                                                                               \
-		char tu_msg_[512];                                                         \
-		int tu_rc_ = us_engine_check((e), tu_msg_, sizeof(tu_msg_));               \
-		tu_assert(tu_rc_ == 0, "invariant: %s", tu_msg_);                          \
+#define tu_check(e)                                                          \
+	do {                                                                 \
+		char tu_msg_[512];                                           \
+		int tu_rc_ = us_engine_check((e), tu_msg_, sizeof(tu_msg_)); \
+		tu_assert(tu_rc_ == 0, "invariant: %s", tu_msg_);            \
 	} while (0)
 
 /* Reads a domain's stats. */

@@ -94,8 +94,8 @@ US_EXPORT const char *us_strerror(int err);
 
 enum us_clock_kind {
 	US_CLOCK_MONOTONIC = 0, /* CLOCK_MONOTONIC, the default */
-	US_CLOCK_VIRTUAL = 1,   /* starts at 0, moved only by us_engine_clock_advance() */
-	US_CLOCK_CUSTOM = 2,    /* the clock_fn below */
+	US_CLOCK_VIRTUAL = 1,	/* starts at 0, moved only by us_engine_clock_advance() */
+	US_CLOCK_CUSTOM = 2,	/* the clock_fn below */
 };
 
 /* What an allocation made through the allocator hooks is for. */
@@ -181,8 +181,8 @@ US_EXPORT us_domain *us_engine_root(us_engine *e);
  * unknown flag), -EEXIST (sibling with that name), -ENOMEM.
  */
 #define US_DOMAIN_ARENA 0x1u
-US_EXPORT int us_domain_create(us_engine *e, us_domain *parent, const char *name,
-			       unsigned flags, us_domain **out);
+US_EXPORT int us_domain_create(us_engine *e, us_domain *parent, const char *name, unsigned flags,
+			       us_domain **out);
 
 /*
  * Destroys a domain. Errors: -EINVAL (NULL, the root), -EBUSY (it has child
@@ -201,12 +201,12 @@ US_EXPORT us_domain *us_domain_parent(const us_domain *d);
  * dirty 20 % (Linux's defaults).
  */
 enum us_limit {
-	US_LIMIT_MAX = 0,           /* hard limit on charged bytes, never crossed */
-	US_LIMIT_HIGH = 1,          /* soft limit: crossing it is counted */
+	US_LIMIT_MAX = 0,  /* hard limit on charged bytes, never crossed */
+	US_LIMIT_HIGH = 1, /* soft limit: crossing it is counted */
 	US_LIMIT_DIRTY_BG_BYTES = 2,
 	US_LIMIT_DIRTY_BG_RATIO = 3, /* percent, 0..100 */
 	US_LIMIT_DIRTY_BYTES = 4,
-	US_LIMIT_DIRTY_RATIO = 5,    /* percent, 0..100 */
+	US_LIMIT_DIRTY_RATIO = 5, /* percent, 0..100 */
 };
 
 /*
@@ -251,12 +251,12 @@ US_EXPORT int us_domain_effective_limits(const us_domain *d, struct us_domain_li
 /* Why the engine calls a callback. */
 enum us_reason {
 	US_REASON_BACKGROUND = 0, /* over the background threshold */
-	US_REASON_EXPIRY = 1,     /* dirty data older than dirty_expire */
-	US_REASON_RECLAIM = 2,    /* a charge needs memory */
-	US_REASON_SYNC = 3,       /* a caller asked for integrity */
-	US_REASON_THROTTLE = 4,   /* writers are waiting */
+	US_REASON_EXPIRY = 1,	  /* dirty data older than dirty_expire */
+	US_REASON_RECLAIM = 2,	  /* a charge needs memory */
+	US_REASON_SYNC = 3,	  /* a caller asked for integrity */
+	US_REASON_THROTTLE = 4,	  /* writers are waiting */
 	US_REASON_SHUTDOWN = 5,
-	US_REASON_USER = 6,       /* an explicit us_object_flush/commit call */
+	US_REASON_USER = 6, /* an explicit us_object_flush/commit call */
 };
 
 /*
@@ -276,8 +276,8 @@ struct us_backend_ops {
 	 * not, in which case the engine puts the buffers not yet completed
 	 * back to DIRTY (the data is kept). Required.
 	 */
-	int (*flush)(void *ctx, us_object *obj, us_buf *const *bufs, size_t n,
-		     uint64_t offset, uint64_t length, enum us_reason reason);
+	int (*flush)(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
+		     uint64_t length, enum us_reason reason);
 	/*
 	 * Make obj's unstable data durable (NFS COMMIT, fdatasync), then
 	 * report it with us_object_commit_done() or us_backend_commit_done(),
@@ -395,7 +395,7 @@ enum us_buf_state {
 
 /* Flags of us_buf_get(). */
 #define US_GET_NOCREATE 0x1u /* lookup only: -ENOENT when absent */
-#define US_GET_NODATA 0x2u   /* create without payload (accounting only) */
+#define US_GET_NODATA	0x2u /* create without payload (accounting only) */
 
 /*
  * Gets the buffer [offset, offset + length) of o with a new reference,
@@ -469,14 +469,14 @@ US_EXPORT int us_buf_write_done(us_buf *b, enum us_write_result result, uint64_t
 
 /* Accessors. They read without locking: call them while holding a reference
  * or inside a callback that was handed the buffer. */
-US_EXPORT void *us_buf_data(const us_buf *b);    /* NULL without payload */
+US_EXPORT void *us_buf_data(const us_buf *b); /* NULL without payload */
 US_EXPORT uint64_t us_buf_offset(const us_buf *b);
 US_EXPORT uint64_t us_buf_length(const us_buf *b);
 US_EXPORT us_object *us_buf_object(const us_buf *b);
 /* The state, or a negative errno (-EINVAL for NULL). */
 US_EXPORT int us_buf_state(const us_buf *b);
 #define US_BUF_REDIRTIED 0x1u /* dirtied again while in writeback */
-#define US_BUF_ERROR 0x2u     /* its last write failed */
+#define US_BUF_ERROR	 0x2u /* its last write failed */
 US_EXPORT unsigned us_buf_flags(const us_buf *b);
 /* The commit seq of an UNSTABLE buffer, 0 otherwise. */
 US_EXPORT uint64_t us_buf_commit_seq(const us_buf *b);
@@ -507,24 +507,24 @@ struct us_domain_stats {
 	uint64_t peak_charged_bytes;
 	uint64_t buffers;
 	/* Event counts since creation. */
-	uint64_t charges;        /* buffers created */
-	uint64_t uncharges;      /* buffers freed: evicted or dropped */
+	uint64_t charges;   /* buffers created */
+	uint64_t uncharges; /* buffers freed: evicted or dropped */
 	uint64_t evictions;
 	uint64_t evicted_bytes;
 	uint64_t drops;
-	uint64_t dropped_bytes;  /* of which pinned data dropped on purpose */
-	uint64_t enomem;         /* charges refused */
-	uint64_t max_events;     /* charges that hit this domain's max */
-	uint64_t high_events;    /* charges that left it above high */
-	uint64_t dirtied;        /* CLEAN/UNSTABLE -> DIRTY by the user */
-	uint64_t redirtied;      /* dirtied while in WRITEBACK */
+	uint64_t dropped_bytes; /* of which pinned data dropped on purpose */
+	uint64_t enomem;	/* charges refused */
+	uint64_t max_events;	/* charges that hit this domain's max */
+	uint64_t high_events;	/* charges that left it above high */
+	uint64_t dirtied;	/* CLEAN/UNSTABLE -> DIRTY by the user */
+	uint64_t redirtied;	/* dirtied while in WRITEBACK */
 	uint64_t writeback_started;
 	uint64_t written_stable;
 	uint64_t written_unstable;
-	uint64_t write_errors;   /* transient: redirtied */
-	uint64_t write_lost;     /* permanent */
-	uint64_t committed;      /* UNSTABLE -> CLEAN (or straight to CLEAN) */
-	uint64_t commit_lost;    /* UNSTABLE -> DIRTY by commit_lost */
+	uint64_t write_errors; /* transient: redirtied */
+	uint64_t write_lost;   /* permanent */
+	uint64_t committed;    /* UNSTABLE -> CLEAN (or straight to CLEAN) */
+	uint64_t commit_lost;  /* UNSTABLE -> DIRTY by commit_lost */
 };
 
 /* Errors: -EINVAL (NULL, st->size smaller than the first release's). */
@@ -538,11 +538,11 @@ struct us_backend_stats {
 	uint64_t unstable_bytes;
 	uint64_t flush_calls;
 	uint64_t flush_bytes;
-	uint64_t flush_failed;  /* flush callback returned an error */
+	uint64_t flush_failed; /* flush callback returned an error */
 	uint64_t commit_calls;
 	uint64_t sync_calls;
-	uint64_t commit_done;   /* us_backend/object_commit_done calls */
-	uint64_t commit_lost;   /* us_backend_commit_lost calls */
+	uint64_t commit_done; /* us_backend/object_commit_done calls */
+	uint64_t commit_lost; /* us_backend_commit_lost calls */
 	uint64_t last_committed_seq;
 };
 
