@@ -14,43 +14,56 @@ static const size_t state_counter[] = {
 	[US_BUF_UNSTABLE] = US_COUNTER(unstable),
 };
 
-static uint64_t *backend_counter(us_backend *bk, enum us_buf_state s)
+/* Adds delta to the backend's and the writeback context's counter of s. */
+static void pinned_add(us_object *o, enum us_buf_state s, int64_t delta)
 {
+	us_backend *bk = o->backend;
+	struct us_wb *wb = o->wb;
+
 	switch (s) {
 	case US_BUF_DIRTY:
-		return &bk->dirty;
+		bk->dirty += (uint64_t)delta;
+		wb->dirty += (uint64_t)delta;
+		break;
 	case US_BUF_WRITEBACK:
-		return &bk->writeback;
+		bk->writeback += (uint64_t)delta;
+		wb->writeback += (uint64_t)delta;
+		break;
 	case US_BUF_UNSTABLE:
-		return &bk->unstable;
+		bk->unstable += (uint64_t)delta;
+		wb->unstable += (uint64_t)delta;
+		break;
 	default:
-		return NULL;
+		break;
 	}
 }
 
 /*
- * Moves b to state to, updating its domain chain, its backend and its
- * object. List membership for UNSTABLE is the caller's (it needs the seq);
- * the LRU follows through us__buf_lru_update().
+ * Moves b to state to, updating its domain chain, its backend, its
+ * writeback context and its object. List membership for UNSTABLE is the
+ * caller's (it needs the seq); the LRU follows through us__buf_lru_update().
+ * An object enters its writeback context's dirty list, at the young end,
+ * when its first buffer becomes DIRTY, and leaves it with its last.
  */
 void us__buf_set_state(us_buf *b, enum us_buf_state to)
 {
 	us_object *o = b->obj;
 	enum us_buf_state from = b->state;
-	uint64_t *c;
 
 	if (from == to)
 		return;
 	us__domain_add(o->domain, state_counter[from], -(int64_t)b->length);
 	us__domain_add(o->domain, state_counter[to], b->length);
-	if ((c = backend_counter(o->backend, from)))
-		*c -= b->length;
-	if ((c = backend_counter(o->backend, to)))
-		*c += b->length;
-	if (from == US_BUF_DIRTY)
-		o->ndirty--;
-	if (to == US_BUF_DIRTY && o->ndirty++ == 0)
+	pinned_add(o, from, -(int64_t)b->length);
+	pinned_add(o, to, b->length);
+	if (to == US_BUF_CLEAN && (from == US_BUF_WRITEBACK || from == US_BUF_UNSTABLE))
+		o->wb->cleaned += b->length;
+	if (from == US_BUF_DIRTY && --o->ndirty == 0)
+		us_list_del(&o->dirty_link);
+	if (to == US_BUF_DIRTY && o->ndirty++ == 0) {
 		o->dirtied_when_ns = us__now(o->engine);
+		us_list_add_tail(&o->wb->dirty_objs, &o->dirty_link);
+	}
 	b->state = (uint8_t)to;
 	us__buf_lru_update(b);
 }
@@ -315,7 +328,9 @@ int us_buf_put(us_buf *b)
 
 int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 {
+	uint64_t newly = 0, pause = 0;
 	us_engine *e;
+	int rc;
 
 	if (!b)
 		return -EINVAL;
@@ -332,20 +347,24 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 	case US_BUF_CLEAN:
 		us__buf_set_state(b, US_BUF_DIRTY);
 		us__domain_event(b->obj->domain, US_EV_DIRTIED, 1);
+		newly = b->length;
 		break;
 	case US_BUF_WRITEBACK:
 		if (!(b->flags & US_BUF_REDIRTIED)) {
 			b->flags |= US_BUF_REDIRTIED;
 			us__domain_event(b->obj->domain, US_EV_REDIRTIED, 1);
+			newly = b->length; /* one more write to come */
 		}
 		break;
 	default:
 		break;
 	}
+	/* Rewriting dirty data pins nothing new: only new bytes are throttled. */
+	rc = us__throttle(b->obj, newly, &pause);
 	us__unlock(e);
 	if (pause_ns)
-		*pause_ns = 0;
-	return 0;
+		*pause_ns = pause;
+	return rc == -EAGAIN ? US_DIRTY_OVER_LIMIT : 0;
 }
 
 int us_buf_drop(us_buf *b)
@@ -368,8 +387,11 @@ int us_buf_drop(us_buf *b)
 		us__unlock(e);
 		return -EBUSY;
 	}
-	if (b->state == US_BUF_UNSTABLE)
+	if (b->state == US_BUF_UNSTABLE) {
 		us__buf_unstable_unlink(b);
+		/* Dropped, not cleaned: keep it out of the bandwidth estimate. */
+		o->wb->cleaned -= b->length;
+	}
 	/* Through CLEAN, so that every counter moves by the one function. */
 	us__buf_set_state(b, US_BUF_CLEAN);
 	b->refs = 0;

@@ -69,6 +69,7 @@ int us_domain_create(us_engine *e, us_domain *parent, const char *name, unsigned
 	memcpy(d->name, name, len + 1);
 	us_list_init(&d->children);
 	us_list_init(&d->lru);
+	us_list_init(&d->wbs);
 	d->max = US_UNLIMITED;
 	d->high = US_UNLIMITED;
 	d->bg_ratio = 10;
@@ -257,36 +258,6 @@ static uint64_t high_eff(const us_domain *d)
 	return h == US_UNLIMITED ? US_UNLIMITED : d->c.charged + h;
 }
 
-static uint64_t ratio_of(uint64_t base, uint64_t pct)
-{
-	if (base == US_UNLIMITED)
-		return US_UNLIMITED;
-	/* base * pct / 100 without overflow for any base. */
-	return base / 100 * pct + base % 100 * pct / 100;
-}
-
-/*
- * The thresholds of d: its own (bytes, or a ratio of its effective max),
- * never above its parent's, and background strictly under dirty (halved
- * when set at or above it, as Linux does).
- */
-static void thresholds(const us_domain *d, uint64_t *bg, uint64_t *dirty)
-{
-	uint64_t max = us__domain_max_eff(d), pbg, pdirty;
-
-	*bg = d->bg_bytes ? d->bg_bytes : ratio_of(max, d->bg_ratio);
-	*dirty = d->dirty_bytes ? d->dirty_bytes : ratio_of(max, d->dirty_ratio);
-	if (d->parent) {
-		thresholds(d->parent, &pbg, &pdirty);
-		if (pbg < *bg)
-			*bg = pbg;
-		if (pdirty < *dirty)
-			*dirty = pdirty;
-	}
-	if (*bg >= *dirty)
-		*bg = *dirty / 2;
-}
-
 int us_domain_effective_limits(const us_domain *d, struct us_domain_limits *out)
 {
 	struct us_domain_limits l;
@@ -303,7 +274,7 @@ int us_domain_effective_limits(const us_domain *d, struct us_domain_limits *out)
 	l.high_bytes = high_eff(d);
 	if (l.high_bytes > l.max_bytes)
 		l.high_bytes = l.max_bytes;
-	thresholds(d, &l.bg_thresh_bytes, &l.dirty_thresh_bytes);
+	us__domain_thresholds(d, &l.bg_thresh_bytes, &l.dirty_thresh_bytes);
 	us__unlock(e);
 	l.size = sz;
 	memcpy(out, &l, sizeof(l));
@@ -348,6 +319,12 @@ int us_domain_stats(const us_domain *d, struct us_domain_stats *st)
 	s.write_lost = d->ev[US_EV_WRITE_LOST];
 	s.committed = d->ev[US_EV_COMMITTED];
 	s.commit_lost = d->ev[US_EV_COMMIT_LOST];
+	s.paused = d->ev[US_EV_PAUSED];
+	s.pause_ns = d->ev[US_EV_PAUSE_NS];
+	s.max_pause_ns = d->max_pause_seen_ns;
+	s.over_limit = d->ev[US_EV_OVER_LIMIT];
+	s.bg_flushed = d->ev[US_EV_BG_FLUSHED];
+	s.expired_flushed = d->ev[US_EV_EXPIRED_FLUSHED];
 	us__unlock(e);
 	s.size = sz;
 	memcpy(st, &s, sizeof(s));

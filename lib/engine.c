@@ -174,12 +174,22 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 	e->hooks = boot.hooks;
 	e->max_arenas = o.max_arenas;
 	us_list_init(&e->backends);
+	e->dirty_expire_ns = 30 * US_SEC;
+	e->writeback_interval_ns = 5 * US_SEC;
+	e->max_pause_ns = 200 * US_MSEC;
+	e->min_pause_ns = 10 * US_MSEC;
+	e->max_flush_bytes = 4u << 20;
+	e->bw_interval_ns = 200 * US_MSEC;
+	e->bw_period_ns = 3 * US_SEC;
+	e->init_bw = 100u << 20;
+	e->next_expiry_ns = us__now(e) + e->writeback_interval_ns;
 
 	root->engine = e;
 	strcpy(root->name, "root");
 	us_list_init(&root->children);
 	us_list_init(&root->sibling);
 	us_list_init(&root->lru);
+	us_list_init(&root->wbs);
 	root->max = o.memory_bytes;
 	root->high = US_UNLIMITED;
 	root->bg_ratio = 10;
@@ -193,6 +203,56 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 us_domain *us_engine_root(us_engine *e)
 {
 	return e ? e->root : NULL;
+}
+
+static uint64_t *param(us_engine *e, enum us_param p)
+{
+	switch (p) {
+	case US_PARAM_DIRTY_EXPIRE_NS:
+		return &e->dirty_expire_ns;
+	case US_PARAM_WRITEBACK_INTERVAL_NS:
+		return &e->writeback_interval_ns;
+	case US_PARAM_MAX_PAUSE_NS:
+		return &e->max_pause_ns;
+	case US_PARAM_MIN_PAUSE_NS:
+		return &e->min_pause_ns;
+	case US_PARAM_MAX_FLUSH_BYTES:
+		return &e->max_flush_bytes;
+	case US_PARAM_BW_INTERVAL_NS:
+		return &e->bw_interval_ns;
+	case US_PARAM_BW_PERIOD_NS:
+		return &e->bw_period_ns;
+	case US_PARAM_INIT_BW:
+		return &e->init_bw;
+	default:
+		return NULL;
+	}
+}
+
+int us_engine_set_param(us_engine *e, enum us_param p, uint64_t value)
+{
+	uint64_t *v;
+
+	if (!e || !(v = param(e, p)) || (value == 0 && p != US_PARAM_MIN_PAUSE_NS))
+		return -EINVAL;
+	us__lock(e);
+	*v = value;
+	if (p == US_PARAM_WRITEBACK_INTERVAL_NS && e->next_expiry_ns > us__now(e) + value)
+		e->next_expiry_ns = us__now(e) + value;
+	us__unlock(e);
+	return 0;
+}
+
+int us_engine_get_param(us_engine *e, enum us_param p, uint64_t *value)
+{
+	uint64_t *v;
+
+	if (!e || !value || !(v = param(e, p)))
+		return -EINVAL;
+	us__lock(e);
+	*value = *v;
+	us__unlock(e);
+	return 0;
 }
 
 static void domain_free_all(us_engine *e, us_domain *d)
@@ -243,6 +303,12 @@ int us_engine_destroy(us_engine *e)
 
 			us_list_del(&o->link);
 			us__meta_free(e, o, sizeof(*o));
+		}
+		while (!us_list_empty(&b->wbs)) {
+			struct us_wb *wb = us_container_of(b->wbs.next, struct us_wb, bk_link);
+
+			us_list_del(&wb->bk_link);
+			us__meta_free(e, wb, sizeof(*wb));
 		}
 		us_list_del(&b->link);
 		us__meta_free(e, b, sizeof(*b));

@@ -66,6 +66,8 @@
 #include <unstable/unstable.h>
 
 #define US_NAME_MAX 63
+#define US_MSEC	    1000000ull
+#define US_SEC	    1000000000ull
 
 /* The ranks of the library's locks, outermost first. */
 enum us_lock_rank {
@@ -174,6 +176,11 @@ enum us_event {
 	US_EV_WRITE_LOST,
 	US_EV_COMMITTED,
 	US_EV_COMMIT_LOST,
+	US_EV_PAUSED,
+	US_EV_PAUSE_NS,
+	US_EV_OVER_LIMIT,
+	US_EV_BG_FLUSHED,
+	US_EV_EXPIRED_FLUSHED,
 	US_EV__COUNT,
 };
 
@@ -195,11 +202,12 @@ struct us_domain {
 
 	struct us_counters c;
 	uint64_t peak_charged;
-	uint64_t ev[US_EV__COUNT];
-
-	/* Clean unreferenced buffers of this domain alone, oldest first. */
+	uint64_t ev
+		[US_EV__COUNT]; /* Clean unreferenced buffers of this domain alone, oldest first. */
 	struct us_list lru;
-
+	/* Writeback contexts of this domain alone (us_wb.dom_link). */
+	struct us_list wbs;
+	uint64_t max_pause_seen_ns;
 	/* jemalloc arena serving this domain's payloads (inherited unless own). */
 	unsigned arena;
 	bool has_arena;
@@ -209,9 +217,33 @@ struct us_domain {
 	struct us_counters chk;
 };
 
+/*
+ * A writeback context: one per (backend, domain) pair, made when the first
+ * object of the pair is created and freed with the last. It owns the list of
+ * the pair's dirty objects, oldest dirtied first, so that writeback for one
+ * domain never waits behind another domain's queue, and the pair's
+ * clean-out bandwidth estimate, which sets the throttled writers' rate.
+ */
+struct us_wb {
+	us_backend *backend;
+	us_domain *domain;
+	struct us_list bk_link;	   /* backend->wbs */
+	struct us_list dom_link;   /* domain->wbs */
+	struct us_list dirty_objs; /* us_object.dirty_link, by dirtied_when */
+	uint64_t nobjects;
+	uint64_t dirty, writeback, unstable;
+	uint64_t cleaned;     /* bytes that left WRITEBACK/UNSTABLE as CLEAN, ever */
+	uint64_t bw;	      /* estimated bytes per second */
+	uint64_t bw_stamp_ns; /* last sample */
+	uint64_t bw_cleaned;  /* cleaned at the last sample */
+};
+
 struct us_backend {
 	us_engine *engine;
 	struct us_list link;
+	struct us_list wbs;
+	uint64_t max_inflight;
+	uint64_t flushed_by_reason[US_REASON_USER + 1];
 	struct us_backend_ops ops;
 	void *ctx;
 	struct us_list objects;
@@ -228,6 +260,9 @@ struct us_object {
 	us_backend *backend;
 	us_domain *domain;
 	void *user;
+	struct us_wb *wb;
+	struct us_list dirty_link;    /* wb->dirty_objs while ndirty > 0 */
+	uint64_t pause_debt_ns;	      /* throttle pauses not yet returned */
 	struct us_list link;	      /* backend->objects */
 	struct us_list unstable_link; /* backend->unstable_objs */
 	struct us_tnode *root;	      /* buffers by offset */
@@ -271,6 +306,10 @@ struct us_engine {
 	us_domain *root;
 	struct us_list backends;
 	uint64_t lru_tick;
+	/* Parameters (enum us_param). */
+	uint64_t dirty_expire_ns, writeback_interval_ns, max_pause_ns, min_pause_ns;
+	uint64_t max_flush_bytes, bw_interval_ns, bw_period_ns, init_bw;
+	uint64_t next_expiry_ns;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -301,6 +340,36 @@ void us__buf_unstable_unlink(us_buf *b);
 void us__buf_unstable_link(us_buf *b, uint64_t seq);
 void us__buf_free(us_engine *e, us_buf *b);
 void us__obj_record_error(us_object *o, int err);
+
+/* wb.c: writeback contexts and bandwidth. */
+int us__wb_attach(us_object *o);
+void us__wb_detach(us_object *o);
+void us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now);
+
+/* throttle.c */
+/* The thresholds of d now (domain.c). */
+void us__domain_thresholds(const us_domain *d, uint64_t *bg, uint64_t *dirty);
+/* The pause for a writer of o that dirtied bytes; -EAGAIN at the limit. */
+int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns);
+/* Why wb's data should be written back now (THROTTLE when its writers are
+ * paused, BACKGROUND when over a background threshold), or -1. */
+int us__wb_reason(struct us_wb *wb);
+
+/* writeback.c */
+/* A batch of buffers collected for writeback under the lock. */
+struct us_batch {
+	us_object *obj;
+	us_buf **bufs;
+	size_t n, cap;
+	uint64_t max_run;
+	enum us_reason reason;
+};
+/* Under the lock: collects o's dirty buffers in [start, end) up to budget
+ * bytes (at least one buffer when force), marking them WRITEBACK. */
+int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budget, bool force,
+		      struct us_batch *bt, uint64_t *bytes);
+/* Without the lock: hands the runs to flush; frees the batch. */
+void us__flush_issue(us_engine *e, struct us_batch *bt);
 
 /* reclaim.c */
 /* Could a charge of len bytes to d fit after evicting all it may? */

@@ -30,6 +30,8 @@ int us_backend_create(us_engine *e, const struct us_backend_ops *ops, void *ctx,
 	bk->ctx = ctx;
 	us_list_init(&bk->objects);
 	us_list_init(&bk->unstable_objs);
+	us_list_init(&bk->wbs);
+	bk->max_inflight = 32u << 20;
 	us_list_add_tail(&e->backends, &bk->link);
 	us__unlock(e);
 	*out = bk;
@@ -51,6 +53,16 @@ int us_backend_destroy(us_backend *bk)
 	us_list_del(&bk->link);
 	us__meta_free(e, bk, sizeof(*bk));
 	us__unlock(e);
+	return 0;
+}
+
+int us_backend_set_max_inflight(us_backend *bk, uint64_t bytes)
+{
+	if (!bk || !bytes)
+		return -EINVAL;
+	us__lock(bk->engine);
+	bk->max_inflight = bytes;
+	us__unlock(bk->engine);
 	return 0;
 }
 
@@ -104,6 +116,12 @@ int us_object_create(us_backend *bk, us_domain *d, void *user, us_object **out)
 	o->backend = bk;
 	o->domain = d;
 	o->user = user;
+	if (us__wb_attach(o)) {
+		us__meta_free(e, o, sizeof(*o));
+		us__unlock(e);
+		return -ENOMEM;
+	}
+	us_list_init(&o->dirty_link);
 	us_list_init(&o->unstable);
 	us_list_init(&o->unstable_link);
 	us_list_add_tail(&bk->objects, &o->link);
@@ -132,6 +150,7 @@ int us_object_destroy(us_object *o)
 	while (o->root)
 		us__buf_detach(us_container_of(o->root, us_buf, node), &victims);
 	us_list_del(&o->link);
+	us__wb_detach(o);
 	o->backend->nobjects--;
 	o->domain->nobjects--;
 	us__unlock(e);

@@ -15,85 +15,91 @@
  */
 #include "internal.h"
 
-int us_object_flush(us_object *o, uint64_t offset, uint64_t length, uint64_t max_run_bytes)
+int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budget, bool force,
+		      struct us_batch *bt, uint64_t *bytes)
 {
-	uint64_t end, n = 0, i, j, start;
 	struct us_tnode *t;
-	us_buf **bufs;
-	us_backend *bk;
-	us_engine *e;
-	size_t cap;
+	us_engine *e = o->engine;
+	uint64_t got = 0;
 
-	if (!o)
-		return -EINVAL;
-	e = o->engine;
-	bk = o->backend;
-	end = (length == US_UNLIMITED || offset > UINT64_MAX - length) ? UINT64_MAX :
-									 offset + length;
-
-	us__lock(e);
-	if (!o->ndirty) {
-		us__unlock(e);
+	memset(bt, 0, sizeof(*bt));
+	*bytes = 0;
+	if (!o->ndirty)
 		return 0;
-	}
-	cap = (size_t)o->ndirty;
-	bufs = us__meta_alloc(e, cap * sizeof(*bufs));
-	if (!bufs) {
-		us__unlock(e);
+	bt->cap = (size_t)o->ndirty;
+	bt->bufs = us__meta_alloc(e, bt->cap * sizeof(*bt->bufs));
+	if (!bt->bufs)
 		return -ENOMEM;
-	}
-	/* Collect the dirty buffers wholly inside the range, ascending offset. */
-	for (t = us__tree_find_ge(o->root, offset); t && n < cap;) {
+	bt->obj = o;
+	bt->max_run = e->max_flush_bytes;
+	/* The dirty buffers wholly inside [start, end), ascending offset. */
+	for (t = us__tree_find_ge(o->root, start); t && bt->n < bt->cap;) {
 		us_buf *b = us_container_of(t, us_buf, node);
+		uint64_t bend = t->key + b->length;
 
-		if (t->key + b->length > end || t->key + b->length < t->key)
+		if (bend > end)
 			break;
 		if (b->state == US_BUF_DIRTY && b->refs < UINT32_MAX) {
+			if (got + b->length > budget && !(force && bt->n == 0))
+				break;
 			/*
 			 * Pinned by a reference until the callback has returned:
 			 * a buffer completed inside the callback could otherwise
 			 * be evicted or dropped under our feet.
 			 */
 			b->refs++;
-			bufs[n++] = b;
+			bt->bufs[bt->n++] = b;
+			got += b->length;
 			us__buf_set_state(b, US_BUF_WRITEBACK);
 			b->flags &= (uint8_t)~US_BUF_REDIRTIED;
 		}
-		if (t->key + b->length == UINT64_MAX)
+		if (bend == UINT64_MAX)
 			break;
-		t = us__tree_find_ge(o->root, t->key + b->length);
+		t = us__tree_find_ge(o->root, bend);
 	}
-	if (n) {
-		us__domain_event(o->domain, US_EV_WRITEBACK_STARTED, n);
+	if (bt->n) {
+		us__domain_event(o->domain, US_EV_WRITEBACK_STARTED, bt->n);
 		o->busy++;
 	}
-	us__unlock(e);
+	*bytes = got;
+	return (int)(bt->n > INT32_MAX ? INT32_MAX : bt->n);
+}
 
-	/* Hand over runs of adjacent buffers, each at most max_run_bytes. */
-	for (start = 0; start < n; start = i) {
-		uint64_t run_off = bufs[start]->node.key, run_len = bufs[start]->length;
+void us__flush_issue(us_engine *e, struct us_batch *bt)
+{
+	us_object *o = bt->obj;
+	us_backend *bk;
+	size_t i, j, start;
+
+	if (!o)
+		return;
+	bk = o->backend;
+	/* Hand over runs of adjacent buffers, each at most max_run bytes. */
+	for (start = 0; start < bt->n; start = i) {
+		uint64_t run_off = bt->bufs[start]->node.key, run_len = bt->bufs[start]->length;
 		int rc;
 
-		for (i = start + 1; i < n; i++) {
-			us_buf *b = bufs[i];
+		for (i = start + 1; i < bt->n; i++) {
+			us_buf *b = bt->bufs[i];
 
 			if (b->node.key != run_off + run_len)
 				break;
-			if (max_run_bytes && run_len + b->length > max_run_bytes)
+			if (bt->max_run && run_len + b->length > bt->max_run)
 				break;
 			run_len += b->length;
 		}
 		us__lock(e);
 		bk->flush_calls++;
 		bk->flush_bytes += run_len;
+		bk->flushed_by_reason[bt->reason] += i - start;
 		us__unlock(e);
-		rc = bk->ops.flush(bk->ctx, o, bufs + start, (size_t)(i - start), run_off, run_len,
-				   US_REASON_USER);
+		rc = bk->ops.flush(bk->ctx, o, bt->bufs + start, i - start, run_off, run_len,
+				   bt->reason);
 		us__lock(e);
 		if (rc < 0)
 			bk->flush_failed++;
 		for (j = start; j < i; j++) {
-			us_buf *b = bufs[j];
+			us_buf *b = bt->bufs[j];
 
 			/* Not started: what was not completed goes back to DIRTY. */
 			if (rc < 0 && b->state == US_BUF_WRITEBACK) {
@@ -106,11 +112,36 @@ int us_object_flush(us_object *o, uint64_t offset, uint64_t length, uint64_t max
 		us__unlock(e);
 	}
 	us__lock(e);
-	if (n)
+	if (bt->n)
 		o->busy--;
-	us__meta_free(e, bufs, cap * sizeof(*bufs));
+	us__meta_free(e, bt->bufs, bt->cap * sizeof(*bt->bufs));
 	us__unlock(e);
-	return (int)(n > INT32_MAX ? INT32_MAX : n);
+	bt->bufs = NULL;
+	bt->obj = NULL;
+}
+
+int us_object_flush(us_object *o, uint64_t offset, uint64_t length, uint64_t max_run_bytes)
+{
+	struct us_batch bt;
+	uint64_t end, bytes;
+	us_engine *e;
+	int rc;
+
+	if (!o)
+		return -EINVAL;
+	e = o->engine;
+	end = (length == US_UNLIMITED || offset > UINT64_MAX - length) ? UINT64_MAX :
+									 offset + length;
+	us__lock(e);
+	rc = us__flush_collect(o, offset, end, UINT64_MAX, true, &bt, &bytes);
+	us__unlock(e);
+	if (rc <= 0)
+		return rc;
+	bt.reason = US_REASON_USER;
+	if (max_run_bytes)
+		bt.max_run = max_run_bytes;
+	us__flush_issue(e, &bt);
+	return rc;
 }
 
 int us_buf_write_done(us_buf *b, enum us_write_result result, uint64_t seq, int err)

