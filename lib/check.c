@@ -233,6 +233,14 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 			sum[2] += o->domain->chk.unstable - u0;
 			nobj++;
 		}
+		us_list_for_each (opos, &bk->unstable_objs) {
+			us_object *o = us_container_of(opos, us_object, unstable_link);
+
+			if (o->backend != bk || us_list_empty(&o->unstable))
+				fail(&c,
+				     "backend %p: unstable list holds a foreign or clean object (I5)",
+				     (void *)bk);
+		}
 		if (nobj != bk->nobjects || sum[0] != bk->dirty || sum[1] != bk->writeback ||
 		    sum[2] != bk->unstable)
 			fail(&c, "backend %p: objects/dirty/writeback/unstable do not add up",

@@ -79,6 +79,8 @@ int us_backend_commit_lost(us_backend *bk)
 		return -EINVAL;
 	us__lock(bk->engine);
 	bk->commit_lost_calls++;
+	/* Writes in flight now will be acknowledged by a server that forgot. */
+	bk->epoch++;
 	while (!us_list_empty(&bk->unstable_objs)) {
 		us_object *o = us_container_of(bk->unstable_objs.next, us_object, unstable_link);
 

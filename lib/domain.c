@@ -43,7 +43,7 @@ int us_domain_create(us_engine *e, us_domain *parent, const char *name, unsigned
 
 	if (!e || !name || !out || (flags & ~US_DOMAIN_ARENA))
 		return -EINVAL;
-	len = strlen(name);
+	len = strnlen(name, US_NAME_MAX + 1);
 	if (len == 0 || len > US_NAME_MAX)
 		return -EINVAL;
 	if (!parent)

@@ -249,6 +249,7 @@ struct us_backend {
 	struct us_list objects;
 	struct us_list unstable_objs;
 	uint64_t committed_seq;
+	uint32_t epoch; /* bumped by every commit_lost */
 	uint64_t nobjects;
 	uint64_t dirty, writeback, unstable;
 	uint64_t flush_calls, flush_bytes, flush_failed, commit_calls, sync_calls;
@@ -286,6 +287,8 @@ struct us_buf {
 	uint64_t lru_stamp;
 	uint32_t length;
 	uint32_t refs;
+	uint32_t wb_gen; /* the collection that put it in WRITEBACK */
+	uint32_t epoch;	 /* its backend's loss epoch when it was written */
 	uint8_t state;
 	uint8_t flags;
 	bool on_lru;
@@ -310,6 +313,7 @@ struct us_engine {
 	uint64_t dirty_expire_ns, writeback_interval_ns, max_pause_ns, min_pause_ns;
 	uint64_t max_flush_bytes, bw_interval_ns, bw_period_ns, init_bw;
 	uint64_t next_expiry_ns;
+	uint32_t wb_gen;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -362,6 +366,7 @@ struct us_batch {
 	us_buf **bufs;
 	size_t n, cap;
 	uint64_t max_run;
+	uint32_t gen;
 	enum us_reason reason;
 };
 /* Under the lock: collects o's dirty buffers in [start, end) up to budget

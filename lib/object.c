@@ -142,20 +142,30 @@ int us_object_destroy(us_object *o)
 	e = o->engine;
 	us_list_init(&victims);
 	us__lock(e);
-	if (o->busy || o->nlru != o->nbufs) {
+	for (;;) {
+		if (o->busy || o->nlru != o->nbufs) {
+			us__unlock(e);
+			return -EBUSY;
+		}
+		if (!o->root)
+			break;
+		/*
+		 * Every buffer is clean and unreferenced: evict them all. The
+		 * object stays linked (so its backend and domain cannot be
+		 * destroyed) until the evict callbacks have returned; one of
+		 * them may even have created buffers again, so look again.
+		 */
+		while (o->root)
+			us__buf_detach(us_container_of(o->root, us_buf, node), &victims);
 		us__unlock(e);
-		return -EBUSY;
+		us__victims_release(e, &victims);
+		us__lock(e);
 	}
-	/* Every buffer is clean and unreferenced: evict them all. */
-	while (o->root)
-		us__buf_detach(us_container_of(o->root, us_buf, node), &victims);
 	us_list_del(&o->link);
 	us__wb_detach(o);
 	o->backend->nobjects--;
 	o->domain->nobjects--;
 	us__unlock(e);
-	/* Victims keep o busy; nobody else can reach o any more. */
-	us__victims_release(e, &victims);
 	us__meta_free(e, o, sizeof(*o));
 	return 0;
 }
@@ -187,17 +197,18 @@ uint64_t us_object_errseq(const us_object *o)
 	return s;
 }
 
-int us_object_check_error(us_object *o, uint64_t *since)
+int us_object_check_error(us_object *o, uint64_t *since, int *err)
 {
-	int err = 0;
+	int rc = 0;
 
-	if (!o || !since)
+	if (!o || !since || !err)
 		return -EINVAL;
 	us__lock(o->engine);
 	if (*since != o->errseq) {
 		*since = o->errseq;
-		err = o->err;
+		*err = o->err;
+		rc = 1;
 	}
 	us__unlock(o->engine);
-	return err;
+	return rc;
 }

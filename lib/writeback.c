@@ -32,6 +32,7 @@ int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budge
 		return -ENOMEM;
 	bt->obj = o;
 	bt->max_run = e->max_flush_bytes;
+	bt->gen = ++e->wb_gen;
 	/* The dirty buffers wholly inside [start, end), ascending offset. */
 	for (t = us__tree_find_ge(o->root, start); t && bt->n < bt->cap;) {
 		us_buf *b = us_container_of(t, us_buf, node);
@@ -48,6 +49,8 @@ int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budge
 			 * be evicted or dropped under our feet.
 			 */
 			b->refs++;
+			b->wb_gen = bt->gen;
+			b->epoch = o->backend->epoch;
 			bt->bufs[bt->n++] = b;
 			got += b->length;
 			us__buf_set_state(b, US_BUF_WRITEBACK);
@@ -99,10 +102,12 @@ void us__flush_issue(us_engine *e, struct us_batch *bt)
 		if (rc < 0)
 			bk->flush_failed++;
 		for (j = start; j < i; j++) {
-			us_buf *b = bt->bufs[j];
-
-			/* Not started: what was not completed goes back to DIRTY. */
-			if (rc < 0 && b->state == US_BUF_WRITEBACK) {
+			us_buf *b = bt->bufs[j]; /*
+			 * Not started: what this write still holds goes back to
+			 * DIRTY. A buffer completed meanwhile, dirtied again and
+			 * handed to a newer write carries that write's gen.
+			 */
+			if (rc < 0 && b->state == US_BUF_WRITEBACK && b->wb_gen == bt->gen) {
 				b->flags &= (uint8_t)~US_BUF_REDIRTIED;
 				us__buf_set_state(b, US_BUF_DIRTY);
 			}
@@ -201,7 +206,13 @@ int us_buf_write_done(us_buf *b, enum us_write_result result, uint64_t seq, int 
 		us__obj_record_error(o, err);
 		break;
 	}
-	if (b->flags & US_BUF_REDIRTIED) {
+	b->wb_gen = 0;
+	if (result == US_WRITE_UNSTABLE && b->epoch != o->backend->epoch) {
+		/* Acknowledged by a server that has restarted since: lost. */
+		b->flags &= (uint8_t)~US_BUF_REDIRTIED;
+		us__domain_event(d, US_EV_COMMIT_LOST, 1);
+		us__buf_set_state(b, US_BUF_DIRTY);
+	} else if (b->flags & US_BUF_REDIRTIED) {
 		/* Newer data waits: write it again, whatever this write did. */
 		b->flags &= (uint8_t)~US_BUF_REDIRTIED;
 		us__buf_set_state(b, US_BUF_DIRTY);

@@ -997,9 +997,10 @@ static int do_object_create(us_backend *b, us_domain *d, bool null_out)
 static int do_check_error(us_object *o, bool null_since)
 {
 	uint64_t since = 12345;
-	int rc = us_object_check_error(o, null_since ? NULL : &since);
+	int err = 777;
+	int rc = us_object_check_error(o, null_since ? NULL : &since, &err);
 
-	return since == 12345 ? rc : WROTE_OUT;
+	return since == 12345 && err == 777 ? rc : WROTE_OUT;
 }
 
 static int do_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigned flags, bool null_out)

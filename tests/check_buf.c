@@ -321,6 +321,16 @@ START_TEST(test_redirty_during_writeback)
 }
 END_TEST
 
+/* The error reported to a sync caller with cursor *since, or 0. */
+static int check_error(us_object *o, uint64_t *since)
+{
+	int err = 0, rc = us_object_check_error(o, since, &err);
+
+	ck_assert_int_ge(rc, 0);
+	ck_assert_int_eq(rc == 1, err != 0);
+	return rc == 1 ? err : 0;
+}
+
 START_TEST(test_transient_error_keeps_data)
 {
 	struct fx f;
@@ -337,7 +347,7 @@ START_TEST(test_transient_error_keeps_data)
 	ck_assert_uint_eq(tu_stats(f.root).write_errors, 1);
 	ck_assert_uint_eq(tu_stats(f.root).dirty_bytes, K4);
 	/* A transient error is not reported to sync callers: the data is kept. */
-	ck_assert_int_eq(us_object_check_error(f.o, &since), 0);
+	ck_assert_int_eq(check_error(f.o, &since), 0);
 	/* The retry succeeds and clears the flag. */
 	ck_assert_int_eq(us_object_flush(f.o, 0, US_UNLIMITED, 0), 1);
 	ck_assert_int_eq(tb_complete(&f.t, 0, US_WRITE_STABLE, 0, 0), 0);
@@ -363,20 +373,20 @@ START_TEST(test_lost_error_reported_once_per_caller)
 	ck_assert_int_eq(us_buf_state(b), US_BUF_CLEAN);
 	ck_assert_uint_eq(tu_stats(f.root).write_lost, 1);
 	/* Each caller sampled before the error sees it once. */
-	ck_assert_int_eq(us_object_check_error(f.o, &s1), -EIO);
-	ck_assert_int_eq(us_object_check_error(f.o, &s1), 0);
-	ck_assert_int_eq(us_object_check_error(f.o, &s2), -EIO);
-	ck_assert_int_eq(us_object_check_error(f.o, &s2), 0);
+	ck_assert_int_eq(check_error(f.o, &s1), -EIO);
+	ck_assert_int_eq(check_error(f.o, &s1), 0);
+	ck_assert_int_eq(check_error(f.o, &s2), -EIO);
+	ck_assert_int_eq(check_error(f.o, &s2), 0);
 	/* A caller sampled after it does not. */
 	s3 = us_object_errseq(f.o);
-	ck_assert_int_eq(us_object_check_error(f.o, &s3), 0);
+	ck_assert_int_eq(check_error(f.o, &s3), 0);
 	/* The default error is -EIO. */
 	ck_assert_int_eq(us_buf_get(f.o, 0, K4, 0, &b), 0);
 	ck_assert_int_eq(us_buf_dirty(b, NULL), 0);
 	ck_assert_int_eq(us_buf_put(b), 0);
 	ck_assert_int_eq(us_object_flush(f.o, 0, US_UNLIMITED, 0), 1);
 	ck_assert_int_eq(tb_complete(&f.t, 0, US_WRITE_LOST, 0, 0), 0);
-	ck_assert_int_eq(us_object_check_error(f.o, &s1), -EIO);
+	ck_assert_int_eq(check_error(f.o, &s1), -EIO);
 	tu_check(f.e);
 	fx_fini(&f);
 }
@@ -587,6 +597,118 @@ START_TEST(test_evict_lru_order)
 }
 END_TEST
 
+/* Review finding: a failed flush call must not revert a newer write. */
+static us_object *nested_obj;
+static int nested_depth;
+
+static int nested_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
+			uint64_t length, enum us_reason reason)
+{
+	struct tb *t = ctx;
+
+	(void)offset;
+	(void)length;
+	(void)reason;
+	ck_assert_uint_eq(n, 1);
+	if (nested_depth++ == 0) {
+		/* Complete, dirty again, hand it to a newer write, then fail. */
+		ck_assert_int_eq(us_buf_write_done(bufs[0], US_WRITE_STABLE, 0, 0), 0);
+		ck_assert_int_ge(us_buf_dirty(bufs[0], NULL), 0);
+		ck_assert_int_eq(us_object_flush(obj, 0, US_UNLIMITED, 0), 1);
+		return -EIO;
+	}
+	t->pending[t->npending++] = bufs[0]; /* the newer write stays in flight */
+	return 0;
+}
+
+static int sync_ok(void *ctx, us_backend *b, enum us_reason reason)
+{
+	(void)ctx;
+	(void)b;
+	(void)reason;
+	return 0;
+}
+
+START_TEST(test_failed_flush_keeps_newer_write)
+{
+	struct us_backend_ops ops = { .size = sizeof(ops), .flush = nested_flush, .sync = sync_ok };
+	struct tb t;
+	us_engine *e = tu_engine(1u << 30);
+	us_backend *bk;
+	us_buf *b;
+
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(us_backend_create(e, &ops, &t, &bk), 0);
+	ck_assert_int_eq(us_object_create(bk, NULL, NULL, &nested_obj), 0);
+	ck_assert_int_eq(us_buf_get(nested_obj, 0, K4, 0, &b), 1);
+	ck_assert_int_ge(us_buf_dirty(b, NULL), 0);
+	nested_depth = 0;
+	ck_assert_int_eq(us_object_flush(nested_obj, 0, US_UNLIMITED, 0), 1);
+	/* The newer write is in flight: the buffer stays in WRITEBACK. */
+	ck_assert_int_eq(us_buf_state(b), US_BUF_WRITEBACK);
+	ck_assert_int_eq(us_object_flush(nested_obj, 0, US_UNLIMITED, 0), 0);
+	ck_assert_uint_eq(t.npending, 1);
+	ck_assert_int_eq(us_buf_write_done(t.pending[0], US_WRITE_STABLE, 0, 0), 0);
+	ck_assert_int_eq(us_buf_state(b), US_BUF_CLEAN);
+	ck_assert_int_eq(us_buf_put(b), 0);
+	tu_check(e);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
+/* Review finding: an evict callback may not pull the backend away. */
+static int destroy_rc = 1;
+
+static void evict_destroys_backend(struct tb *t, us_object *o, uint64_t offset, uint64_t length)
+{
+	(void)o;
+	(void)offset;
+	(void)length;
+	destroy_rc = us_backend_destroy(t->backend);
+}
+
+START_TEST(test_evict_callback_cannot_destroy_backend)
+{
+	struct fx f;
+
+	fx_init(&f, true, false);
+	ck_assert_int_eq(us_buf_put(get(&f, 0, K4)), 0);
+	ck_assert_int_eq(us_buf_put(get(&f, K4, K4)), 0);
+	f.t.on_evict = evict_destroys_backend;
+	ck_assert_int_eq(us_object_destroy(f.o), 0);
+	/* The object was still there while its buffers were evicted. */
+	ck_assert_int_eq(destroy_rc, -EBUSY);
+	ck_assert_uint_eq(f.t.evictions, 2);
+	f.t.on_evict = NULL;
+	ck_assert_int_eq(us_backend_destroy(f.t.backend), 0);
+	ck_assert_int_eq(us_engine_destroy(f.e), 0);
+}
+END_TEST
+
+/* Review finding: a write acknowledged after commit_lost is written again. */
+START_TEST(test_ack_after_commit_lost)
+{
+	struct fx f;
+	us_buf *a;
+
+	fx_init(&f, true, false);
+	a = dirty(&f, 0, K4);
+	ck_assert_int_eq(us_object_flush(f.o, 0, US_UNLIMITED, 0), 1);
+	ck_assert_int_eq(us_backend_commit_lost(f.t.backend), 0);
+	ck_assert_int_eq(tb_complete(&f.t, 0, US_WRITE_UNSTABLE, 7, 0), 0);
+	ck_assert_int_eq(us_buf_state(a), US_BUF_DIRTY);
+	ck_assert_uint_eq(tu_stats(f.root).commit_lost, 1);
+	ck_assert_int_eq(us_backend_commit_done(f.t.backend, 9), 0);
+	ck_assert_int_eq(us_buf_state(a), US_BUF_DIRTY);
+	/* Written again after the loss, it is unstable normally. */
+	ck_assert_int_eq(us_object_flush(f.o, 0, US_UNLIMITED, 0), 1);
+	ck_assert_int_eq(tb_complete(&f.t, 0, US_WRITE_UNSTABLE, 10, 0), 0);
+	ck_assert_int_eq(us_buf_state(a), US_BUF_UNSTABLE);
+	tu_check(f.e);
+	fx_fini(&f);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("buf");
@@ -607,6 +729,9 @@ int main(void)
 	tcase_add_test(tc, test_flush_callback_failure);
 	tcase_add_test(tc, test_object_destroy);
 	tcase_add_test(tc, test_evict_lru_order);
+	tcase_add_test(tc, test_failed_flush_keeps_newer_write);
+	tcase_add_test(tc, test_evict_callback_cannot_destroy_backend);
+	tcase_add_test(tc, test_ack_after_commit_lost);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }

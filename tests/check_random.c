@@ -30,6 +30,7 @@ struct mbuf {
 	uint64_t seq;
 	int refs;
 	bool used;
+	unsigned epoch; /* the backend's loss epoch when it was flushed */
 };
 
 struct world {
@@ -41,6 +42,7 @@ struct world {
 	us_object *obj[NOBJ];
 	int obj_dom[NOBJ], obj_bk[NOBJ];
 	uint64_t obj_committed[NOBJ], bk_committed[2];
+	unsigned bk_epoch[2];
 	struct mbuf m[NSLOT];
 	uint64_t ops, enomem, eexist, ebusy, evicted, created;
 };
@@ -293,8 +295,10 @@ static void op_flush(struct world *w)
 		if (m->used && m->obj == oi && m->state == US_BUF_DIRTY && m->off >= off &&
 		    m->off + m->len <= end) {
 			expect++;
-			if (!fail)
+			if (!fail) {
 				m->state = US_BUF_WRITEBACK;
+				m->epoch = w->bk_epoch[w->obj_bk[oi]];
+			}
 		}
 	}
 	t->mode = fail ? TB_FAIL : TB_HOLD;
@@ -323,7 +327,10 @@ static void op_complete(struct world *w)
 	ck_assert_int_eq(tb_complete(t, i, r, seq, -EIO), 0);
 	committed = w->bk_committed[bk] > w->obj_committed[m->obj] ? w->bk_committed[bk] :
 								     w->obj_committed[m->obj];
-	if (m->redirtied || r == US_WRITE_ERROR) {
+	if (r == US_WRITE_UNSTABLE && m->epoch != w->bk_epoch[bk]) {
+		/* Acknowledged by a server that restarted since: written again. */
+		m->state = US_BUF_DIRTY;
+	} else if (m->redirtied || r == US_WRITE_ERROR) {
 		m->state = US_BUF_DIRTY;
 	} else if (r == US_WRITE_UNSTABLE && seq > committed) {
 		m->state = US_BUF_UNSTABLE;
@@ -377,6 +384,7 @@ static void op_commit_lost(struct world *w)
 		}
 	}
 	ck_assert_int_eq(us_backend_commit_lost(w->tb[bk].backend), expect);
+	w->bk_epoch[bk]++;
 }
 
 static void op_drop(struct world *w)

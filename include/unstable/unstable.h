@@ -45,10 +45,12 @@
  * header blocks waiting on I/O in this version.
  *
  * ERRORS
- *
- * Functions return 0 (or a count) on success and a negative errno on
+ * * Functions return 0 (or a count) on success and a negative errno on
  * failure; errno itself is never used as a channel. On failure nothing has
- * changed, and no callback was called. Bad arguments give -EINVAL.
+ * changed and no callback was called, with two exceptions said where they
+ * apply: event counters (a refused charge counts in enomem and max_events),
+ * and the functions that return what a user callback returned.
+ * Bad arguments give -EINVAL.
  */
 #ifndef UNSTABLE_UNSTABLE_H
 #define UNSTABLE_UNSTABLE_H
@@ -150,10 +152,9 @@ US_EXPORT void us_engine_options_init(struct us_engine_options *opts);
 US_EXPORT int us_engine_create(const struct us_engine_options *opts, us_engine **out);
 
 /*
- * Destroys the engine and everything in it. Clean unreferenced buffers are
- * evicted (the evict callback is called for each). Errors: -EINVAL (NULL),
+ * Destroys the engine and everything in it. Clean unreferenced buffers are * evicted (the evict callback is called for each). Errors: -EINVAL (NULL),
  * -EBUSY when a buffer is still dirty, in writeback, unstable or referenced,
- * in which case nothing is freed.
+ * or a callback on an object is running, in which case nothing is freed.
  */
 US_EXPORT int us_engine_destroy(us_engine *e);
 
@@ -276,9 +277,9 @@ US_EXPORT int us_domain_get_limit(const us_domain *d, enum us_limit which, uint6
 /*
  * The limits in force for a domain now, bounded by its ancestors.
  *   max_bytes       min(own max, for each ancestor A: charged + A's headroom)
- *   high_bytes      the same bound applied to high
- *   bg_thresh_bytes background threshold, from bytes or ratio of max_bytes,
- *                   and no higher than any ancestor's
+ *   high_bytes      the same bound applied to high *   bg_thresh_bytes background threshold, from bytes or ratio of max_bytes,
+ *                   and no higher than any ancestor's; halved when at or
+ *                   above the dirty threshold (as Linux does)
  *   dirty_thresh_bytes likewise for the dirty limit
  */
 struct us_domain_limits {
@@ -368,9 +369,10 @@ US_EXPORT int us_backend_destroy(us_backend *b);
  */
 US_EXPORT int us_backend_set_max_inflight(us_backend *b, uint64_t bytes);
 
-/*
- * The backend reports that every write it acknowledged with a commit
+/* * The backend reports that every write it acknowledged with a commit
  * sequence number <= seq is durable: those UNSTABLE buffers become CLEAN.
+ * Sequence numbers must increase monotonically for the backend's lifetime,
+ * across server restarts too (Lustre's transno does).
  * The engine remembers the highest seq reported, so a write acknowledged
  * later with a seq already covered goes straight to CLEAN. Returns the
  * number of buffers cleaned. Errors: -EINVAL (NULL, seq of 0).
@@ -451,15 +453,14 @@ US_EXPORT int us_object_commit(us_object *o);
  */
 US_EXPORT int us_object_commit_done(us_object *o, uint64_t seq);
 
-/*
- * Writeback errors, errseq_t style. us_object_errseq() samples the object's
- * error cursor (when a file is opened, say). us_object_check_error() returns
- * the latest error recorded since *since (a negative errno) and moves *since
- * forward, or 0 when there was none: each caller sees each new error once.
- * Errors: -EINVAL (NULL).
+/* * Writeback errors, errseq_t style. us_object_errseq() samples the object's
+ * error cursor (when a file is opened, say). us_object_check_error() stores
+ * in *err the latest error recorded since *since (a negative errno), moves
+ * *since forward and returns 1; or returns 0 when there was none: each caller
+ * sees each new error once. Errors: -EINVAL (a NULL argument).
  */
 US_EXPORT uint64_t us_object_errseq(const us_object *o);
-US_EXPORT int us_object_check_error(us_object *o, uint64_t *since);
+US_EXPORT int us_object_check_error(us_object *o, uint64_t *since, int *err);
 
 /* ------------------------------------------------------------------------ */
 /* Buffers                                                                   */
@@ -549,10 +550,11 @@ enum us_write_result {
  * number for US_WRITE_UNSTABLE (>= 1), ignored otherwise. err: a negative
  * errno for US_WRITE_ERROR and US_WRITE_LOST (-EIO if 0), ignored otherwise.
  * A buffer flagged REDIRTIED goes to DIRTY whatever the result. An unstable
- * write whose seq the backend or object has already reported committed goes
- * straight to CLEAN. May be called from any thread, inside the flush
- * callback or later. Errors: -EINVAL (NULL, unknown result, seq of 0 for
- * UNSTABLE, err not negative), -EALREADY (the buffer is not in WRITEBACK).
+ * write whose seq the backend or object has already reported committed goes * straight to CLEAN, and one acknowledged UNSTABLE after the backend's
+ * us_backend_commit_lost() (the server that acknowledged it restarted) goes
+ * back to DIRTY. May be called from any thread, inside the flush callback or
+ * later. Errors: -EINVAL (NULL, unknown result, seq of 0 for UNSTABLE, err
+ * positive), -EALREADY (the buffer is not in WRITEBACK).
  */
 US_EXPORT int us_buf_write_done(us_buf *b, enum us_write_result result, uint64_t seq, int err);
 
@@ -601,7 +603,7 @@ struct us_domain_stats {
 	uint64_t evictions;
 	uint64_t evicted_bytes;
 	uint64_t drops;
-	uint64_t dropped_bytes; /* of which pinned data dropped on purpose */
+	uint64_t dropped_bytes; /* bytes of the dropped buffers, whatever their state */
 	uint64_t enomem;	/* charges refused */
 	uint64_t max_events;	/* charges that hit this domain's max */
 	uint64_t high_events;	/* charges that left it above high */
@@ -643,6 +645,7 @@ struct us_backend_stats {
 	uint64_t last_committed_seq;
 };
 
+/* Errors: -EINVAL (NULL, st->size smaller than the first release's). */
 US_EXPORT int us_backend_stats(const us_backend *b, struct us_backend_stats *st);
 
 /*
