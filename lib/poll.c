@@ -81,11 +81,14 @@ static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t share, bool expir
 			break; /* no budget for its first run */
 		}
 		p->bt.reason = reason;
+		p->next = NULL;
 		us__domain_event(o->domain,
 				 reason == US_REASON_EXPIRY ? US_EV_EXPIRED_FLUSHED :
 							      US_EV_BG_FLUSHED,
 				 (uint64_t)rc);
-		p->next = *list;
+		/* Appended: runs go out in the order they were chosen. */
+		while (*list)
+			list = &(*list)->next;
 		*list = p;
 		*nbufs += (uint64_t)rc;
 		/* The object keeps the rest when the budget ran out: the next
@@ -119,10 +122,13 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 		us_list_for_each (wpos, &bk->wbs)
 			us__wb_sample(e, us_container_of(wpos, struct us_wb, bk_link), now);
 	}
+	/* Expiry runs on a fixed grid of writeback_interval, whatever the
+	 * times the host polls at: data expires within one interval of its age. */
 	expiry = now >= e->next_expiry_ns;
 	if (expiry) {
 		cutoff = sub0(now, e->dirty_expire_ns);
-		e->next_expiry_ns = now + e->writeback_interval_ns;
+		e->next_expiry_ns += ((now - e->next_expiry_ns) / e->writeback_interval_ns + 1) *
+				     e->writeback_interval_ns;
 	}
 
 	for (round = 0; round < POLL_ROUNDS && rc == 0; round++) {

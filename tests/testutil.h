@@ -28,6 +28,8 @@ struct tb_run {
 	us_object *obj;
 	uint64_t offset, length;
 	size_t n;
+	enum us_reason reason;
+	uint64_t when_ns;
 };
 
 struct tb {
@@ -55,6 +57,39 @@ int tb_complete(struct tb *t, size_t i, enum us_write_result r, uint64_t seq, in
 
 /* Completes every pending buffer as stable. */
 void tb_complete_all(struct tb *t);
+
+/*
+ * A simulated server in virtual time: each lane serves the runs handed to
+ * it in order at bw bytes per second, and acknowledges each buffer as
+ * stable lat_ns after its bytes went through. Objects listed as slow go to
+ * lane 1, everything else to lane 0.
+ */
+struct tsim_done {
+	us_buf *b;
+	uint64_t at_ns;
+};
+
+struct tsim_lane {
+	uint64_t bw, lat_ns, busy_until_ns;
+	struct tsim_done *q;
+	size_t head, tail, cap;
+};
+
+struct tsim {
+	us_engine *engine;
+	us_backend *backend;
+	struct tsim_lane lane[2];
+	us_object *slow[4];
+	uint64_t completed_bytes, flushes, max_writeback;
+	uint64_t reasons[US_REASON_USER + 1];
+};
+
+void tsim_init(struct tsim *s, us_engine *e, uint64_t bw, uint64_t lat_ns);
+void tsim_fini(struct tsim *s);
+/* The time of the next completion, or UINT64_MAX. */
+uint64_t tsim_next(const struct tsim *s);
+/* Delivers every completion due at now_ns. */
+void tsim_deliver(struct tsim *s, uint64_t now_ns);
 
 /* An engine with a virtual clock and the given root max. */
 us_engine *tu_engine(uint64_t memory_bytes);

@@ -1,0 +1,317 @@
+/*
+ * The engine's own writeback: triggers, order, coalescing, the in-flight
+ * cap, isolation between domains and between backends. Virtual time only.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "testutil.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define K4  4096u
+#define MS  1000000ull
+#define SEC 1000000000ull
+
+static us_domain *mk(us_engine *e, const char *name, uint64_t bg, uint64_t dirty)
+{
+	us_domain *d;
+
+	ck_assert_int_eq(us_domain_create(e, NULL, name, 0, &d), 0);
+	ck_assert_int_eq(us_domain_set_limit(d, US_LIMIT_DIRTY_BYTES, dirty), 0);
+	ck_assert_int_eq(us_domain_set_limit(d, US_LIMIT_DIRTY_BG_BYTES, bg), 0);
+	return d;
+}
+
+static void dirty_at(us_object *o, uint64_t offset, uint64_t length)
+{
+	us_buf *b;
+
+	ck_assert_int_ge(us_buf_get(o, offset, length, US_GET_NODATA, &b), 0);
+	ck_assert_int_ge(us_buf_dirty(b, NULL), 0);
+	ck_assert_int_eq(us_buf_put(b), 0);
+}
+
+static int poll_at(us_engine *e, uint64_t t)
+{
+	uint64_t next;
+	int rc = us_engine_poll(e, t, &next);
+
+	ck_assert_int_ge(rc, 0);
+	ck_assert_uint_gt(next, us_engine_now(e));
+	return rc;
+}
+
+/* Writes everything back and completes it, so the engine can go. */
+static void drain(us_engine *e, struct tb *t, struct tsim *s, us_object **objs, size_t n)
+{
+	size_t i;
+
+	if (t)
+		t->mode = TB_STABLE;
+	for (i = 0; i < n; i++) {
+		if (t)
+			tb_complete_all(t);
+		if (s)
+			tsim_deliver(s, UINT64_MAX - 1);
+		ck_assert_int_ge(us_object_flush(objs[i], 0, US_UNLIMITED, 0), 0);
+		if (s)
+			tsim_deliver(s, UINT64_MAX - 1);
+	}
+	if (t)
+		tb_complete_all(t);
+	tu_check(e);
+	ck_assert_uint_eq(tu_stats(us_engine_root(e)).dirty_bytes +
+				  tu_stats(us_engine_root(e)).writeback_bytes,
+			  0);
+}
+
+START_TEST(test_background_threshold)
+{
+	us_engine *e = tu_engine(1u << 30);
+	us_domain *d = mk(e, "d", 100 * K4, 200 * K4);
+	us_object *o;
+	struct tb t;
+	uint64_t i;
+
+	tb_init(&t, e, true, false);
+	ck_assert_int_eq(us_object_create(t.backend, d, NULL, &o), 0);
+	/* Up to the threshold: nothing is written, however often we poll. */
+	for (i = 0; i < 100; i++) {
+		dirty_at(o, i * K4, K4);
+		ck_assert_int_eq(poll_at(e, (i + 1) * MS), 0);
+	}
+	ck_assert_uint_eq(t.flushes, 0);
+	/* One byte over: background writeback of the domain's dirty data. */
+	dirty_at(o, 100 * K4, K4);
+	ck_assert_int_eq(poll_at(e, 200 * MS), 101);
+	ck_assert_uint_gt(t.nruns, 0);
+	ck_assert_int_eq(t.runs[0].reason, US_REASON_BACKGROUND);
+	/* Runs are coalesced, ascending, at most max_flush_bytes. */
+	ck_assert_uint_eq(t.runs[0].offset, 0);
+	ck_assert_uint_eq(t.runs[0].length, 101 * K4);
+	ck_assert_uint_eq(tu_stats(d).bg_flushed, 101);
+	ck_assert_uint_eq(tu_stats(d).writeback_bytes, 101 * K4);
+	/* Writeback is still pinned: writing more does not flush twice. */
+	ck_assert_int_eq(poll_at(e, 201 * MS), 0);
+	drain(e, &t, NULL, &o, 1);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
+START_TEST(test_expiry)
+{
+	us_engine *e = tu_engine(1u << 30);
+	us_object *o, *p;
+	struct tb t;
+	uint64_t s;
+
+	tb_init(&t, e, true, false);
+	ck_assert_int_eq(us_object_create(t.backend, NULL, NULL, &o), 0);
+	ck_assert_int_eq(us_object_create(t.backend, NULL, NULL, &p), 0);
+	/* o dirtied at 1 s, p at 12 s: expiry after 30 s, checked every 5 s. */
+	ck_assert_int_eq(us_engine_clock_advance(e, 1 * SEC), 0);
+	dirty_at(o, 0, K4);
+	ck_assert_int_eq(us_engine_clock_advance(e, 11 * SEC), 0);
+	dirty_at(p, 0, K4);
+	for (s = 12; s <= 35; s++) {
+		int n = poll_at(e, s * SEC);
+
+		/* Checked at 35 s: o expired at 31 s; p not before 42 s. */
+		ck_assert_int_eq(n, s == 35 ? 1 : 0);
+	}
+	ck_assert_uint_eq(t.nruns, 1);
+	ck_assert_ptr_eq(t.runs[0].obj, o);
+	ck_assert_int_eq(t.runs[0].reason, US_REASON_EXPIRY);
+	ck_assert_uint_eq(t.runs[0].when_ns, 35 * SEC);
+	ck_assert_uint_eq(tu_stats(us_engine_root(e)).expired_flushed, 1);
+	for (s = 36; s <= 45; s++)
+		ck_assert_int_eq(poll_at(e, s * SEC), s == 45 ? 1 : 0);
+	ck_assert_ptr_eq(t.runs[1].obj, p);
+	/* The interval and the age are parameters. */
+	ck_assert_int_eq(us_engine_set_param(e, US_PARAM_DIRTY_EXPIRE_NS, 2 * SEC), 0);
+	ck_assert_int_eq(us_engine_set_param(e, US_PARAM_WRITEBACK_INTERVAL_NS, SEC), 0);
+	dirty_at(o, K4, K4);
+	ck_assert_int_eq(poll_at(e, 46 * SEC), 0);
+	ck_assert_int_eq(poll_at(e, 47 * SEC), 1); /* 2 s old at 47 s */
+	drain(e, &t, NULL, &o, 1);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
+START_TEST(test_order_and_runs)
+{
+	us_engine *e = tu_engine(1u << 30);
+	us_domain *d = mk(e, "d", K4, 1000 * K4);
+	us_object *a, *b;
+	struct tb t;
+	int i;
+
+	tb_init(&t, e, true, false);
+	ck_assert_int_eq(us_engine_set_param(e, US_PARAM_MAX_FLUSH_BYTES, 3 * K4), 0);
+	ck_assert_int_eq(us_object_create(t.backend, d, NULL, &a), 0);
+	ck_assert_int_eq(us_object_create(t.backend, d, NULL, &b), 0);
+	/* b is dirtied first, then a, each out of offset order, with a gap. */
+	dirty_at(b, 8 * K4, K4);
+	ck_assert_int_eq(us_engine_clock_advance(e, MS), 0);
+	for (i = 4; i >= 0; i--)
+		dirty_at(a, (uint64_t)i * K4, K4);
+	dirty_at(a, 9 * K4, K4);
+	dirty_at(b, 0, K4);
+	ck_assert_int_eq(poll_at(e, 2 * MS), 8);
+	/* Oldest object first; within it ascending offset, runs of <= 3 buffers. */
+	ck_assert_uint_eq(t.nruns, 5);
+	ck_assert_ptr_eq(t.runs[0].obj, b);
+	ck_assert_uint_eq(t.runs[0].offset, 0);
+	ck_assert_ptr_eq(t.runs[1].obj, b);
+	ck_assert_uint_eq(t.runs[1].offset, 8 * K4);
+	ck_assert_ptr_eq(t.runs[2].obj, a);
+	ck_assert_uint_eq(t.runs[2].offset, 0);
+	ck_assert_uint_eq(t.runs[2].length, 3 * K4);
+	ck_assert_uint_eq(t.runs[3].offset, 3 * K4);
+	ck_assert_uint_eq(t.runs[3].length, 2 * K4);
+	ck_assert_uint_eq(t.runs[4].offset, 9 * K4);
+	drain(e, &t, NULL, (us_object *[]){ a, b }, 2);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
+START_TEST(test_inflight_cap_and_one_write_per_buffer)
+{
+	us_engine *e = tu_engine(1u << 30);
+	us_domain *d = mk(e, "d", K4, 4000 * K4);
+	us_object *o;
+	struct tb t;
+	struct us_backend_stats bs = { .size = sizeof(bs) };
+	uint64_t i, written = 0;
+	us_buf *b;
+
+	tb_init(&t, e, true, false);
+	ck_assert_int_eq(us_backend_set_max_inflight(t.backend, 16 * K4), 0);
+	ck_assert_int_eq(us_object_create(t.backend, d, NULL, &o), 0);
+	for (i = 0; i < 100; i++)
+		dirty_at(o, i * K4, K4);
+	/* Each poll fills the cap; each completion makes room for one more. */
+	for (i = 0; i < 200 && written < 100; i++) {
+		written += (uint64_t)poll_at(e, (i + 1) * MS);
+		ck_assert_int_eq(us_backend_stats(t.backend, &bs), 0);
+		ck_assert_uint_le(bs.writeback_bytes, 16 * K4);
+		ck_assert_uint_eq(bs.writeback_bytes, t.npending * K4);
+		if (i == 0)
+			ck_assert_uint_eq(t.npending, 16);
+		/* Redirty one buffer in flight: it must not be handed out again. */
+		if (t.npending) {
+			b = t.pending[0];
+			ck_assert_int_eq(us_buf_lookup(o, us_buf_offset(b), &b), 0);
+			ck_assert_int_ge(us_buf_dirty(b, NULL), 0);
+			ck_assert_int_eq(us_buf_put(b), 0);
+			ck_assert_int_eq(tb_complete(&t, 0, US_WRITE_STABLE, 0, 0), 0);
+			ck_assert_int_eq(us_buf_state(b), US_BUF_DIRTY);
+			written--; /* it goes around once more */
+		}
+		if (t.npending)
+			ck_assert_int_eq(tb_complete(&t, t.npending - 1, US_WRITE_STABLE, 0, 0), 0);
+		tu_check(e);
+	}
+	drain(e, &t, NULL, &o, 1);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
+/*
+ * Two domains on one backend: A's completions trickle (lane 1 at 64 KiB/s),
+ * with a tiny dirty limit (_i == 0) or a large one that would let it fill
+ * the backend's whole in-flight cap (_i == 1) were it not for the fair
+ * share. B's writeback must flow at the backend's speed regardless, and its
+ * data must not wait behind A's queue.
+ */
+START_TEST(test_isolation_between_domains)
+{
+	uint64_t a_limit = _i == 0 ? 8 * K4 : 1024 * K4;
+	us_engine *e = tu_engine(1ull << 32);
+	us_domain *a = mk(e, "a", 4 * K4, a_limit), *b = mk(e, "b", 64 * K4, 4096 * K4);
+	us_object *oa, *ob;
+	struct tsim s;
+	uint64_t t = 0, off_a = 0, off_b = 0, b_written = 0, end = 10 * SEC;
+
+	tsim_init(&s, e, 8u << 20, MS);
+	ck_assert_int_eq(us_backend_set_max_inflight(s.backend, 256 * K4), 0);
+	s.lane[1].bw = 64 << 10;
+	ck_assert_int_eq(us_object_create(s.backend, a, NULL, &oa), 0);
+	ck_assert_int_eq(us_object_create(s.backend, b, NULL, &ob), 0);
+	s.slow[0] = oa;
+	/* Each millisecond, both writers dirty what they are allowed to. */
+	for (t = MS; t <= end; t += MS) {
+		uint64_t pause;
+
+		tsim_deliver(&s, t);
+		poll_at(e, t);
+		while (us_object_balance(oa, &pause) == 0 && off_a * K4 < (t / MS) * 8 * K4)
+			dirty_at(oa, (off_a++) * K4, K4);
+		while (us_object_balance(ob, &pause) == 0 && off_b * K4 < (t / MS) * 8 * K4) {
+			dirty_at(ob, (off_b++) * K4, K4);
+			b_written += K4;
+		}
+		poll_at(e, t);
+		ck_assert_uint_le(s.max_writeback, 256 * K4);
+	}
+	/* B wrote at ~8 MiB/s (32 KiB per ms asked for, backend 8 MiB/s). */
+	ck_assert_uint_ge(b_written, 7ull * (8u << 20) * (end / SEC) / 8);
+	/* A stayed near its limit and was throttled, not B. */
+	ck_assert_uint_gt(tu_stats(a).over_limit, 0);
+	ck_assert_uint_le(tu_stats(a).dirty_bytes + tu_stats(a).writeback_bytes, a_limit + K4);
+	ck_assert_uint_le(off_a * K4, (64u << 10) * (end / SEC) + a_limit + K4);
+	/* A never held more than its share of the cap in flight. */
+	ck_assert_uint_le(tu_stats(a).writeback_bytes, 128 * K4);
+	drain(e, NULL, &s, (us_object *[]){ oa, ob }, 2);
+	tsim_fini(&s);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
+/* A backend that never completes does not stop another backend's writeback. */
+START_TEST(test_stalled_backend_does_not_starve_another)
+{
+	us_engine *e = tu_engine(1u << 30);
+	us_domain *d = mk(e, "d", 8 * K4, 512 * K4);
+	us_object *o1, *o2;
+	struct tb stall;
+	struct tsim s;
+	uint64_t t, i = 0, j = 0;
+
+	tb_init(&stall, e, true, false); /* holds everything, forever */
+	tsim_init(&s, e, 4u << 20, MS);
+	ck_assert_int_eq(us_backend_set_max_inflight(stall.backend, 16 * K4), 0);
+	ck_assert_int_eq(us_object_create(stall.backend, d, NULL, &o1), 0);
+	ck_assert_int_eq(us_object_create(s.backend, d, NULL, &o2), 0);
+	for (t = MS; t <= SEC; t += MS) {
+		tsim_deliver(&s, t);
+		if (i < 64)
+			dirty_at(o1, (i++) * K4, K4);
+		dirty_at(o2, (j++) * K4, K4);
+		poll_at(e, t);
+	}
+	/* The stalled backend holds its cap, no more; the other one flows. */
+	ck_assert_uint_eq(stall.npending, 16);
+	ck_assert_uint_ge(s.completed_bytes, (j - 16) * K4);
+	drain(e, &stall, &s, (us_object *[]){ o1, o2 }, 2);
+	tsim_fini(&s);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("writeback");
+	TCase *tc = tcase_create("policy");
+
+	tcase_add_test(tc, test_background_threshold);
+	tcase_add_test(tc, test_expiry);
+	tcase_add_test(tc, test_order_and_runs);
+	tcase_add_test(tc, test_inflight_cap_and_one_write_per_buffer);
+	tcase_add_loop_test(tc, test_isolation_between_domains, 0, 2);
+	tcase_add_test(tc, test_stalled_backend_does_not_starve_another);
+	suite_add_tcase(s, tc);
+	return tu_run(s);
+}
