@@ -58,11 +58,17 @@ void us__buf_set_state(us_buf *b, enum us_buf_state to)
 	pinned_add(o, to, b->length);
 	if (to == US_BUF_CLEAN && (from == US_BUF_WRITEBACK || from == US_BUF_UNSTABLE))
 		o->wb->cleaned += b->length;
-	if (from == US_BUF_DIRTY && --o->ndirty == 0)
-		us_list_del(&o->dirty_link);
-	if (to == US_BUF_DIRTY && o->ndirty++ == 0) {
-		o->dirtied_when_ns = us__now(o->engine);
-		us_list_add_tail(&o->wb->dirty_objs, &o->dirty_link);
+	if (from == US_BUF_DIRTY) {
+		us__tree_set_mark(o->root, b->node.key, false);
+		if (--o->ndirty == 0)
+			us_list_del(&o->dirty_link);
+	}
+	if (to == US_BUF_DIRTY) {
+		us__tree_set_mark(o->root, b->node.key, true);
+		if (o->ndirty++ == 0) {
+			o->dirtied_when_ns = us__now(o->engine);
+			us_list_add_tail(&o->wb->dirty_objs, &o->dirty_link);
+		}
 	}
 	b->state = (uint8_t)to;
 	us__buf_lru_update(b);

@@ -66,6 +66,8 @@ static void check_bufs(struct ctx *c, us_object *o, struct us_tnode *t, struct o
 		fail(c, "buffer %p: wrong object or not attached", (void *)b);
 	if (b->state > US_BUF_UNSTABLE)
 		fail(c, "buffer %p: bad state %u", (void *)b, b->state);
+	if (t->mark != (b->state == US_BUF_DIRTY))
+		fail(c, "buffer %p: index mark %u in state %u", (void *)b, t->mark, b->state);
 	if (b->on_lru != (b->state == US_BUF_CLEAN && b->refs == 0))
 		fail(c, "buffer %p: on_lru %d with state %u refs %u (I4)", (void *)b, b->on_lru,
 		     b->state, b->refs);

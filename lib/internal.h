@@ -122,6 +122,8 @@ struct us_tnode {
 	struct us_tnode *left, *right;
 	uint64_t key;
 	int32_t height;
+	uint32_t mark;	/* 1 when marked (a DIRTY buffer) */
+	uint64_t marks; /* marked nodes in this subtree */
 };
 
 /* Inserts n (its key must not be in the tree); returns the new root. */
@@ -132,7 +134,11 @@ struct us_tnode *us__tree_remove(struct us_tnode *root, uint64_t key);
 struct us_tnode *us__tree_find_le(struct us_tnode *root, uint64_t key);
 /* The node with the smallest key >= key, or NULL. */
 struct us_tnode *us__tree_find_ge(struct us_tnode *root, uint64_t key);
-/* Checks order and balance; returns the node count or -1. */
+/* Sets the mark of the node with key (which must exist): O(log n). */
+void us__tree_set_mark(struct us_tnode *root, uint64_t key, bool mark);
+/* The marked node with the smallest key >= key, or NULL: O(log n). */
+struct us_tnode *us__tree_find_ge_marked(struct us_tnode *root, uint64_t key);
+/* Checks order, balance and mark counts; returns the node count or -1. */
 int64_t us__tree_check(const struct us_tnode *root);
 
 /* ------------------------------------------------------------------------ */

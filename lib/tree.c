@@ -8,7 +8,13 @@
  * two children of any node differ by at most one. The depth is therefore at
  * most 1.44 log2(n), which keeps the recursion below shallow (under 90 levels
  * for any n that fits in memory). Keys are unique: the caller checks.
+ *
+ * Each node also counts the marked nodes of its subtree (marks), kept by
+ * update() through every rotation, so that the next marked node after a key
+ * (the next DIRTY buffer of an object) is found in O(log n) without walking
+ * the clean ones.
  */
+#define US_TREE_MAX_DEPTH 96
 #include "internal.h"
 
 static int32_t height(const struct us_tnode *n)
@@ -16,11 +22,17 @@ static int32_t height(const struct us_tnode *n)
 	return n ? n->height : 0;
 }
 
+static uint64_t marks(const struct us_tnode *n)
+{
+	return n ? n->marks : 0;
+}
+
 static void update(struct us_tnode *n)
 {
 	int32_t l = height(n->left), r = height(n->right);
 
 	n->height = 1 + (l > r ? l : r);
+	n->marks = n->mark + marks(n->left) + marks(n->right);
 }
 
 static struct us_tnode *rotate_right(struct us_tnode *n)
@@ -70,6 +82,7 @@ struct us_tnode *us__tree_insert(struct us_tnode *root, struct us_tnode *n)
 	if (!root) {
 		n->left = n->right = NULL;
 		n->height = 1;
+		n->marks = n->mark;
 		return n;
 	}
 	if (n->key < root->key)
@@ -147,6 +160,54 @@ struct us_tnode *us__tree_find_ge(struct us_tnode *n, uint64_t key)
 	return best;
 }
 
+void us__tree_set_mark(struct us_tnode *root, uint64_t key, bool mark)
+{
+	struct us_tnode *path[US_TREE_MAX_DEPTH], *n = root;
+	int depth = 0;
+
+	while (n && n->key != key) {
+		path[depth++] = n;
+		n = key < n->key ? n->left : n->right;
+	}
+	assert(n && depth < US_TREE_MAX_DEPTH);
+	if (!n)
+		return;
+	n->mark = mark;
+	update(n);
+	while (depth--)
+		update(path[depth]);
+}
+
+static struct us_tnode *first_marked(struct us_tnode *n)
+{
+	while (n && n->marks) {
+		if (marks(n->left))
+			n = n->left;
+		else if (n->mark)
+			return n;
+		else
+			n = n->right;
+	}
+	return NULL;
+}
+
+struct us_tnode *us__tree_find_ge_marked(struct us_tnode *n, uint64_t key)
+{
+	struct us_tnode *r;
+
+	while (n && n->marks && n->key < key)
+		n = n->right;
+	if (!n || !n->marks)
+		return NULL;
+	/* n->key >= key: its left subtree may hold keys >= key too. */
+	r = us__tree_find_ge_marked(n->left, key);
+	if (r)
+		return r;
+	if (n->mark)
+		return n;
+	return first_marked(n->right);
+}
+
 static int64_t check(const struct us_tnode *n, uint64_t lo, uint64_t hi, bool has_lo, bool has_hi)
 {
 	int64_t l, r;
@@ -163,6 +224,8 @@ static int64_t check(const struct us_tnode *n, uint64_t lo, uint64_t hi, bool ha
 	    1 + (height(n->left) > height(n->right) ? height(n->left) : height(n->right)))
 		return -1;
 	if (height(n->left) - height(n->right) > 1 || height(n->right) - height(n->left) > 1)
+		return -1;
+	if (n->marks != n->mark + marks(n->left) + marks(n->right))
 		return -1;
 	return 1 + l + r;
 }

@@ -33,14 +33,16 @@ int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budge
 	bt->obj = o;
 	bt->max_run = e->max_flush_bytes;
 	bt->gen = ++e->wb_gen;
-	/* The dirty buffers wholly inside [start, end), ascending offset. */
-	for (t = us__tree_find_ge(o->root, start); t && bt->n < bt->cap;) {
+	/* The dirty buffers wholly inside [start, end), ascending offset:
+	 * the index finds each next dirty one without visiting clean ones. */
+	for (t = us__tree_find_ge_marked(o->root, start); t && bt->n < bt->cap;) {
 		us_buf *b = us_container_of(t, us_buf, node);
 		uint64_t bend = t->key + b->length;
 
 		if (bend > end)
 			break;
-		if (b->state == US_BUF_DIRTY && b->refs < UINT32_MAX) {
+		assert(b->state == US_BUF_DIRTY);
+		if (b->refs < UINT32_MAX) {
 			if (got + b->length > budget && !(force && bt->n == 0))
 				break;
 			/*
@@ -58,12 +60,15 @@ int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budge
 		}
 		if (bend == UINT64_MAX)
 			break;
-		t = us__tree_find_ge(o->root, bend);
+		t = us__tree_find_ge_marked(o->root, bend);
 	}
-	if (bt->n) {
-		us__domain_event(o->domain, US_EV_WRITEBACK_STARTED, bt->n);
-		o->busy++;
+	if (!bt->n) {
+		us__meta_free(e, bt->bufs, bt->cap * sizeof(*bt->bufs));
+		memset(bt, 0, sizeof(*bt));
+		return 0;
 	}
+	us__domain_event(o->domain, US_EV_WRITEBACK_STARTED, bt->n);
+	o->busy++;
 	*bytes = got;
 	return (int)(bt->n > INT32_MAX ? INT32_MAX : bt->n);
 }
