@@ -341,6 +341,9 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 	if (!b)
 		return -EINVAL;
 	e = b->obj->engine;
+	/* The blocking form would wait for writeback this very callback holds. */
+	if (!pause_ns && e->nthreads && us__in_callback(e))
+		return -EDEADLK;
 	us__lock(e);
 	if (!b->refs) {
 		us__unlock(e);
@@ -368,9 +371,19 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 	/* Rewriting dirty data pins nothing new: only new bytes are throttled. */
 	rc = us__throttle(b->obj, newly, &pause);
 	us__unlock(e);
-	if (pause_ns)
+	if (pause)
+		us__kick(e); /* past freerun: the flushers have work */
+	if (pause_ns) {
 		*pause_ns = pause;
-	return rc == -EAGAIN ? US_DIRTY_OVER_LIMIT : 0;
+		return rc == -EAGAIN ? US_DIRTY_OVER_LIMIT : 0;
+	}
+	if (!e->nthreads)
+		return rc == -EAGAIN ? US_DIRTY_OVER_LIMIT : 0;
+	/* The blocking form: pause, and at the limit wait until under it. */
+	us__sleep(e, pause);
+	if (rc == -EAGAIN)
+		rc = us_object_balance_wait(b->obj);
+	return rc < 0 ? rc : 0;
 }
 
 int us_buf_drop(us_buf *b)

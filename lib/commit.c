@@ -118,10 +118,12 @@ int us_object_commit(us_object *o)
 	else
 		bk->sync_calls++;
 	us__unlock(e);
+	us__callback_enter(e);
 	if (bk->ops.commit)
 		rc = bk->ops.commit(bk->ctx, o, US_REASON_USER);
 	else
 		rc = bk->ops.sync(bk->ctx, bk, US_REASON_USER);
+	us__callback_exit(e);
 	us__lock(e);
 	o->busy--;
 	us__unlock(e);

@@ -92,6 +92,7 @@ int us_engine_clock_advance(us_engine *e, uint64_t delta_ns)
 		if (cur > UINT64_MAX - delta_ns)
 			return -EINVAL;
 	} while (!atomic_compare_exchange_weak(&e->vclock_ns, &cur, cur + delta_ns));
+	us__kick(e); /* flushers wait on the virtual clock */
 	return 0;
 }
 
@@ -145,6 +146,8 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 		return -EINVAL;
 	if (o.max_arenas == 0)
 		o.max_arenas = 8;
+	if (o.flusher_threads > 64)
+		return -EINVAL;
 
 	/* Allocate through the hooks from the start: a bootstrap engine. */
 	memset(&boot, 0, sizeof(boot));
@@ -196,6 +199,15 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 	root->dirty_ratio = 20;
 	root->has_arena = root->own_arena = us__arena_create(e, &root->arena);
 	e->root = root;
+	if (us__threads_start(e, o.flusher_threads)) {
+		us__threads_fini(e);
+		if (root->own_arena)
+			us__arena_destroy(e, root->arena);
+		pthread_mutex_destroy(&e->lock);
+		us__meta_free(&boot, root, sizeof(*root));
+		us__meta_free(&boot, e, sizeof(*e));
+		return -ENOMEM;
+	}
 	*out = e;
 	return 0;
 }
@@ -293,6 +305,7 @@ int us_engine_destroy(us_engine *e)
 	}
 	us__evict_to(e->root, 0, &victims);
 	us__unlock(e);
+	us__threads_stop(e);
 	us__victims_release(e, &victims);
 
 	while (!us_list_empty(&e->backends)) {
@@ -314,6 +327,7 @@ int us_engine_destroy(us_engine *e)
 		us__meta_free(e, b, sizeof(*b));
 	}
 	domain_free_all(e, e->root);
+	us__threads_fini(e);
 	pthread_mutex_destroy(&e->lock);
 	/* The engine record itself goes back through the same hooks. */
 	{

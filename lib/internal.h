@@ -66,12 +66,16 @@
 #include <unstable/unstable.h>
 
 #define US_NAME_MAX 63
+#define US_CB_SLOTS 32
 #define US_MSEC	    1000000ull
 #define US_SEC	    1000000000ull
 
 /* The ranks of the library's locks, outermost first. */
 enum us_lock_rank {
 	US_LOCK_ENGINE = 1,
+	/* Flusher wake-ups and the callback table: taken only without the
+	 * engine lock (us__kick() runs after the engine lock is dropped). */
+	US_LOCK_THREADS = 2,
 };
 
 #define us_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
@@ -320,6 +324,16 @@ struct us_engine {
 	uint64_t max_flush_bytes, bw_interval_ns, bw_period_ns, init_bw;
 	uint64_t next_expiry_ns;
 	uint32_t wb_gen;
+
+	/* Threaded mode (thread.c), under thr_lock (US_LOCK_THREADS). */
+	pthread_mutex_t thr_lock;
+	pthread_cond_t thr_cond;
+	pthread_t *threads;
+	unsigned nthreads;
+	bool stop, kicked;
+	/* Threads running a callback now, and how deep (us__in_callback()). */
+	pthread_t cb_thread[US_CB_SLOTS];
+	unsigned cb_depth[US_CB_SLOTS];
 };
 
 /* ------------------------------------------------------------------------ */
@@ -381,6 +395,19 @@ int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budge
 		      struct us_batch *bt, uint64_t *bytes);
 /* Without the lock: hands the runs to flush; frees the batch. */
 void us__flush_issue(us_engine *e, struct us_batch *bt);
+
+/* thread.c */
+int us__threads_start(us_engine *e, unsigned n);
+void us__threads_stop(us_engine *e);
+void us__threads_fini(us_engine *e);
+/* Wakes the flusher threads (no-op in polled mode). Call without the lock. */
+void us__kick(us_engine *e);
+/* Waits ns on the engine's clock (advances a virtual clock). */
+void us__sleep(us_engine *e, uint64_t ns);
+/* Marks the current thread as running a callback of e, or not. */
+void us__callback_enter(us_engine *e);
+void us__callback_exit(us_engine *e);
+bool us__in_callback(us_engine *e);
 
 /* reclaim.c */
 /* Could a charge of len bytes to d fit after evicting all it may? */

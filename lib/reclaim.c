@@ -125,8 +125,11 @@ void us__victims_release(us_engine *e, struct us_list *victims)
 		us_object *o = b->obj;
 
 		us_list_del(&b->link);
-		if (o->backend->ops.evict)
+		if (o->backend->ops.evict) {
+			us__callback_enter(e);
 			o->backend->ops.evict(o->backend->ctx, o, b->node.key, b->length, b->data);
+			us__callback_exit(e);
+		}
 		us__lock(e);
 		o->busy--;
 		us__unlock(e);

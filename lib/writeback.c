@@ -101,8 +101,10 @@ void us__flush_issue(us_engine *e, struct us_batch *bt)
 		bk->flush_bytes += run_len;
 		bk->flushed_by_reason[bt->reason] += i - start;
 		us__unlock(e);
+		us__callback_enter(e);
 		rc = bk->ops.flush(bk->ctx, o, bt->bufs + start, i - start, run_off, run_len,
 				   bt->reason);
+		us__callback_exit(e);
 		us__lock(e);
 		if (rc < 0)
 			bk->flush_failed++;
@@ -239,5 +241,6 @@ int us_buf_write_done(us_buf *b, enum us_write_result result, uint64_t seq, int 
 		us__buf_set_state(b, US_BUF_CLEAN);
 	}
 	us__unlock(e);
+	us__kick(e); /* in-flight budget freed, memory cleaned */
 	return 0;
 }

@@ -139,6 +139,13 @@ struct us_engine_options {
 	/* Domains that may own a jemalloc arena, the root included (default 8);
 	 * the others share their nearest ancestor's. 0 means the default. */
 	unsigned max_arenas;
+	/*
+	 * Threaded mode: the number of flusher threads the engine starts
+	 * (each only calls us_engine_poll() when work is due or it is woken).
+	 * 0, the default, is polled mode: no threads at all; the host calls
+	 * us_engine_poll() itself.
+	 */
+	unsigned flusher_threads;
 };
 
 /* Fills opts with the defaults. */
@@ -425,6 +432,14 @@ US_EXPORT uint64_t us_object_bandwidth(const us_object *o);
 US_EXPORT int us_object_balance(us_object *o, uint64_t *pause_ns);
 
 /*
+ * The blocking gate: waits (on the engine's clock: a virtual clock is
+ * advanced instead of sleeping) until o's domain and its ancestors are under
+ * their dirty limits. Errors: -EINVAL, -EDEADLK (called from inside a
+ * callback of this engine, where it would wait for itself).
+ */
+US_EXPORT int us_object_balance_wait(us_object *o);
+
+/*
  * Starts writeback of the DIRTY buffers of o that lie wholly inside
  * [offset, offset + length) (length US_UNLIMITED: to the end): they become
  * WRITEBACK and are handed to the flush callback in runs of adjacent
@@ -513,9 +528,14 @@ US_EXPORT int us_buf_put(us_buf *b);
  * Marks the buffer dirty (the caller holds a reference). CLEAN and UNSTABLE
  * become DIRTY; WRITEBACK gets the REDIRTIED flag; DIRTY stays.
  *
- * Then it throttles the writer, smoothly (see lib/throttle.c): *pause_ns,
- * when not NULL, receives the time the caller should pause before dirtying
- * more. pinned = dirty + writeback + unstable is compared, for the domain
+ * Then it throttles the writer, smoothly (see lib/throttle.c). With
+ * pause_ns not NULL (the non-blocking form, for event loops) *pause_ns
+ * receives the time the caller should pause before dirtying more. With
+ * pause_ns NULL in threaded mode (the blocking form), the call itself
+ * pauses, and at the dirty limit waits until the domain is back under it;
+ * on a virtual clock it advances the clock instead of sleeping. It must not
+ * block inside a callback: there it returns -EDEADLK instead. In polled mode
+ * a NULL pause_ns just discards the pause. pinned = dirty + writeback + unstable is compared, for the domain
  * and each ancestor, with freerun = (background + dirty threshold) / 2 and
  * the dirty threshold: below freerun the pause is 0; between them it is the
  * bytes newly dirtied over the allowed rate (the writeback context's

@@ -1,0 +1,209 @@
+/*
+ * Threaded mode: flusher threads that only call the polled core, and the
+ * blocking waits of writers.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * A flusher thread loops: us_engine_poll(), then wait on thr_cond until the
+ * deadline poll returned, or until kicked (a completion, a writer past its
+ * background threshold or at its limit, a virtual clock moved). One code
+ * path serves both modes: the threads add nothing but the waiting.
+ *
+ * Lock order: the engine lock (US_LOCK_ENGINE) is never held while thr_lock
+ * is taken; us__kick() is called after the engine lock is dropped.
+ *
+ * Waiting on a virtual clock never sleeps: the waiter moves the clock
+ * forward by the time it would have slept, which wakes the flushers, so
+ * blocking paths are testable deterministically in time (though not in the
+ * interleaving of threads).
+ *
+ * Callbacks are tracked per thread in a small table so that a blocking call
+ * made from inside a callback of the same engine can refuse with -EDEADLK
+ * instead of waiting for work that only its own return would allow.
+ */
+#include "internal.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+static void wait_until(us_engine *e, uint64_t deadline)
+{
+	uint64_t now = us__now(e);
+	struct timespec ts;
+
+	if (e->clock == US_CLOCK_VIRTUAL || deadline == UINT64_MAX) {
+		/* Woken by a kick or by the virtual clock moving. */
+		pthread_cond_wait(&e->thr_cond, &e->thr_lock);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	{
+		uint64_t rel = deadline > now ? deadline - now : 0;
+		uint64_t ns = (uint64_t)ts.tv_nsec + rel % 1000000000u;
+
+		ts.tv_sec += (time_t)(rel / 1000000000u + ns / 1000000000u);
+		ts.tv_nsec = (long)(ns % 1000000000u);
+	}
+	pthread_cond_timedwait(&e->thr_cond, &e->thr_lock, &ts);
+}
+
+static void *flusher(void *arg)
+{
+	us_engine *e = arg;
+	uint64_t next = 0;
+
+	pthread_mutex_lock(&e->thr_lock);
+	while (!e->stop) {
+		e->kicked = false;
+		pthread_mutex_unlock(&e->thr_lock);
+		if (us_engine_poll(e, 0, &next) < 0)
+			next = us__now(e) + e->bw_interval_ns; /* -ENOMEM: retry later */
+		pthread_mutex_lock(&e->thr_lock);
+		while (!e->stop && !e->kicked && us__now(e) < next)
+			wait_until(e, next);
+	}
+	pthread_mutex_unlock(&e->thr_lock);
+	return NULL;
+}
+
+int us__threads_start(us_engine *e, unsigned n)
+{
+	pthread_condattr_t ca;
+	unsigned i;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->thr_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&e->thr_lock, NULL);
+	if (!n)
+		return 0;
+	e->threads = us__meta_alloc(e, n * sizeof(*e->threads));
+	if (!e->threads)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		if (pthread_create(&e->threads[i], NULL, flusher, e) != 0) {
+			e->nthreads = i;
+			us__threads_stop(e);
+			return -ENOMEM;
+		}
+	}
+	e->nthreads = n;
+	return 0;
+}
+
+void us__threads_stop(us_engine *e)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&e->thr_lock);
+	e->stop = true;
+	pthread_cond_broadcast(&e->thr_cond);
+	pthread_mutex_unlock(&e->thr_lock);
+	for (i = 0; i < e->nthreads; i++)
+		pthread_join(e->threads[i], NULL);
+	if (e->threads)
+		us__meta_free(e, e->threads, e->nthreads * sizeof(*e->threads));
+	e->threads = NULL;
+	e->nthreads = 0;
+}
+
+void us__threads_fini(us_engine *e)
+{
+	pthread_cond_destroy(&e->thr_cond);
+	pthread_mutex_destroy(&e->thr_lock);
+}
+
+void us__kick(us_engine *e)
+{
+	if (!e->nthreads)
+		return; /* polled mode: nobody to wake */
+	pthread_mutex_lock(&e->thr_lock);
+	e->kicked = true;
+	pthread_cond_broadcast(&e->thr_cond);
+	pthread_mutex_unlock(&e->thr_lock);
+}
+
+void us__sleep(us_engine *e, uint64_t ns)
+{
+	struct timespec ts;
+
+	if (!ns)
+		return;
+	if (e->clock == US_CLOCK_VIRTUAL) {
+		us_engine_clock_advance(e, ns); /* wakes the flushers */
+		sched_yield();			/* and lets them run */
+		return;
+	}
+	ts.tv_sec = (time_t)(ns / 1000000000u);
+	ts.tv_nsec = (long)(ns % 1000000000u);
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
+}
+
+void us__callback_enter(us_engine *e)
+{
+	pthread_t self = pthread_self();
+	unsigned i, free_slot = US_CB_SLOTS;
+
+	pthread_mutex_lock(&e->thr_lock);
+	for (i = 0; i < US_CB_SLOTS; i++) {
+		if (e->cb_depth[i] && pthread_equal(e->cb_thread[i], self)) {
+			e->cb_depth[i]++;
+			pthread_mutex_unlock(&e->thr_lock);
+			return;
+		}
+		if (!e->cb_depth[i] && free_slot == US_CB_SLOTS)
+			free_slot = i;
+	}
+	if (free_slot < US_CB_SLOTS) {
+		e->cb_thread[free_slot] = self;
+		e->cb_depth[free_slot] = 1;
+	}
+	pthread_mutex_unlock(&e->thr_lock);
+}
+
+void us__callback_exit(us_engine *e)
+{
+	pthread_t self = pthread_self();
+	unsigned i;
+
+	pthread_mutex_lock(&e->thr_lock);
+	for (i = 0; i < US_CB_SLOTS; i++) {
+		if (e->cb_depth[i] && pthread_equal(e->cb_thread[i], self)) {
+			e->cb_depth[i]--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->thr_lock);
+}
+
+bool us__in_callback(us_engine *e)
+{
+	pthread_t self = pthread_self();
+	bool in = false;
+	unsigned i;
+
+	pthread_mutex_lock(&e->thr_lock);
+	for (i = 0; i < US_CB_SLOTS && !in; i++)
+		in = e->cb_depth[i] && pthread_equal(e->cb_thread[i], self);
+	pthread_mutex_unlock(&e->thr_lock);
+	return in;
+}
+
+int us_object_balance_wait(us_object *o)
+{
+	uint64_t pause;
+	int rc;
+
+	if (!o)
+		return -EINVAL;
+	if (us__in_callback(o->engine))
+		return -EDEADLK;
+	while ((rc = us_object_balance(o, &pause)) == -EAGAIN) {
+		us__kick(o->engine);
+		us__sleep(o->engine, pause);
+	}
+	return rc;
+}

@@ -1,0 +1,298 @@
+/*
+ * Threaded mode under stress: 8 writer threads on 2 domains and 2 backends,
+ * 2 flusher threads in the engine, and a completer thread per backend that
+ * acknowledges writes in random order, some stable, some unstable with a
+ * commit later. Writers use the blocking forms. At the end every byte the
+ * writers wrote last must be what the backends hold. Time is the engine's
+ * virtual clock: blocked writers advance it instead of sleeping. Run under
+ * ThreadSanitizer in CI.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "testutil.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define K4	 4096u
+#define NWRITERS 8
+#define NPAGES	 256 /* per writer's object */
+#define NWRITES	 3000
+
+struct item {
+	us_buf *b;
+	int writer;
+	uint64_t page;
+	unsigned char data[64]; /* a digest of the page: enough to compare */
+};
+
+struct backend {
+	us_backend *bk;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct item *q;
+	size_t n, cap;
+	bool done;
+	uint64_t next_seq, acked_seq, completions;
+	unsigned char store[NWRITERS][NPAGES][64];
+	uint64_t rng;
+	pthread_t thread;
+	bool idle;
+};
+
+struct writer {
+	int id;
+	us_object *o;
+	pthread_mutex_t lock; /* payload content: writer vs flush copy */
+	unsigned char last[NPAGES][64];
+	uint64_t rng, enomem;
+	pthread_t thread;
+};
+
+static struct backend backends[2];
+static struct writer writers[NWRITERS];
+static us_engine *engine;
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static int flush_cb(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
+		    uint64_t length, enum us_reason reason)
+{
+	struct backend *be = ctx;
+	struct writer *w = us_object_user(obj);
+	size_t i;
+
+	(void)offset;
+	(void)length;
+	(void)reason;
+	pthread_mutex_lock(&be->lock);
+	for (i = 0; i < n; i++) {
+		if (be->n == be->cap) {
+			be->cap = be->cap ? 2 * be->cap : 256;
+			be->q = realloc(be->q, be->cap * sizeof(*be->q));
+		}
+		be->q[be->n].b = bufs[i];
+		be->q[be->n].writer = w->id;
+		be->q[be->n].page = us_buf_offset(bufs[i]) / K4;
+		/* The server copies the data when the write is sent. */
+		pthread_mutex_lock(&w->lock);
+		memcpy(be->q[be->n].data, us_buf_data(bufs[i]), 64);
+		pthread_mutex_unlock(&w->lock);
+		be->n++;
+	}
+	pthread_cond_broadcast(&be->cond);
+	pthread_mutex_unlock(&be->lock);
+	return 0;
+}
+
+static int sync_cb(void *ctx, us_backend *b, enum us_reason reason)
+{
+	(void)ctx;
+	(void)b;
+	(void)reason;
+	return 0;
+}
+
+/* Acknowledges queued writes in random order; commits every 32. */
+static void *completer(void *arg)
+{
+	struct backend *be = arg;
+
+	pthread_mutex_lock(&be->lock);
+	for (;;) {
+		struct item it;
+		size_t i;
+		uint64_t seq = 0;
+		int rc;
+
+		while (be->n == 0 && !be->done) {
+			be->idle = true;
+			pthread_cond_broadcast(&be->cond);
+			pthread_cond_wait(&be->cond, &be->lock);
+		}
+		be->idle = false;
+		if (be->n == 0 && be->done)
+			break;
+		i = (size_t)(rnd(&be->rng) % be->n);
+		it = be->q[i];
+		be->q[i] = be->q[--be->n];
+		memcpy(be->store[it.writer][it.page], it.data, 64);
+		if (rnd(&be->rng) % 3 == 0)
+			seq = ++be->next_seq;
+		be->completions++;
+		pthread_mutex_unlock(&be->lock);
+		rc = seq ? us_buf_write_done(it.b, US_WRITE_UNSTABLE, seq, 0) :
+			   us_buf_write_done(it.b, US_WRITE_STABLE, 0, 0);
+		tu_assert(rc == 0, "write_done %d", rc);
+		pthread_mutex_lock(&be->lock);
+		if (be->completions % 32 == 0 && be->next_seq > be->acked_seq) {
+			seq = be->next_seq;
+			pthread_mutex_unlock(&be->lock);
+			tu_assert(us_backend_commit_done(be->bk, seq) >= 0, "commit_done");
+			pthread_mutex_lock(&be->lock);
+			be->acked_seq = seq;
+		}
+	}
+	pthread_mutex_unlock(&be->lock);
+	return NULL;
+}
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	int k;
+
+	for (k = 0; k < NWRITES; k++) {
+		uint64_t page = rnd(&w->rng) % NPAGES;
+		us_buf *b;
+		int rc;
+
+		while ((rc = us_buf_get(w->o, page * K4, K4, 0, &b)) == -ENOMEM) {
+			/* Everything charged is pinned: let writeback and commits run. */
+			w->enomem++;
+			tu_assert(us_engine_clock_advance(engine, 1000000) == 0, "advance");
+			tu_assert(us_object_balance_wait(w->o) == 0, "balance_wait");
+		}
+		tu_assert(rc >= 0, "us_buf_get %d", rc);
+		pthread_mutex_lock(&w->lock);
+		memset(us_buf_data(b), 0, 64);
+		snprintf(us_buf_data(b), 64, "w%d p%llu k%d", w->id, (unsigned long long)page, k);
+		memcpy(w->last[page], us_buf_data(b), 64);
+		pthread_mutex_unlock(&w->lock);
+		rc = us_buf_dirty(b, NULL); /* blocking form */
+		tu_assert(rc == 0, "us_buf_dirty %d", rc);
+		tu_assert(us_buf_put(b) == 0, "put");
+	}
+	return NULL;
+}
+
+/* Waits until a backend's queue is empty and its completer idle. */
+static void quiesce(struct backend *be)
+{
+	pthread_mutex_lock(&be->lock);
+	while (be->n || !be->idle)
+		pthread_cond_wait(&be->cond, &be->lock);
+	pthread_mutex_unlock(&be->lock);
+}
+
+START_TEST(test_threaded_stress)
+{
+	struct us_engine_options o;
+	struct us_backend_ops ops = { .size = sizeof(ops), .flush = flush_cb, .sync = sync_cb };
+	us_domain *d[2];
+	int i, k, round;
+	uint64_t enomem = 0;
+
+	us_engine_options_init(&o);
+	o.clock = US_CLOCK_VIRTUAL;
+	o.memory_bytes = 64u << 20;
+	o.flusher_threads = 2;
+	ck_assert_int_eq(us_engine_create(&o, &engine), 0);
+	for (i = 0; i < 2; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "d%d", i);
+		ck_assert_int_eq(us_domain_create(engine, NULL, name, 0, &d[i]), 0);
+		ck_assert_int_eq(us_domain_set_limit(d[i], US_LIMIT_MAX, 1u << 20), 0);
+		ck_assert_int_eq(us_domain_set_limit(d[i], US_LIMIT_DIRTY_BYTES, 256 * K4 / 2), 0);
+		ck_assert_int_eq(us_domain_set_limit(d[i], US_LIMIT_DIRTY_BG_BYTES, 32 * K4), 0);
+		memset(&backends[i], 0, sizeof(backends[i]));
+		backends[i].rng = 77 + (uint64_t)i;
+		pthread_mutex_init(&backends[i].lock, NULL);
+		pthread_cond_init(&backends[i].cond, NULL);
+		ck_assert_int_eq(us_backend_create(engine, &ops, &backends[i], &backends[i].bk), 0);
+		ck_assert_int_eq(us_backend_set_max_inflight(backends[i].bk, 64 * K4), 0);
+		pthread_create(&backends[i].thread, NULL, completer, &backends[i]);
+	}
+	for (i = 0; i < NWRITERS; i++) {
+		struct writer *w = &writers[i];
+
+		memset(w, 0, sizeof(*w));
+		w->id = i;
+		w->rng = 1000 + (uint64_t)i;
+		pthread_mutex_init(&w->lock, NULL);
+		ck_assert_int_eq(us_object_create(backends[i % 2].bk, d[i % 2], w, &w->o), 0);
+	}
+	for (i = 0; i < NWRITERS; i++)
+		pthread_create(&writers[i].thread, NULL, writer_main, &writers[i]);
+	for (i = 0; i < NWRITERS; i++) {
+		pthread_join(writers[i].thread, NULL);
+		enomem += writers[i].enomem;
+	}
+	/* Write back what is left, until nothing is dirty, in flight or unstable. */
+	for (round = 0; round < 100; round++) {
+		struct us_domain_stats s = tu_stats(us_engine_root(engine));
+
+		if (!s.dirty_bytes && !s.writeback_bytes && !s.unstable_bytes)
+			break;
+		for (i = 0; i < NWRITERS; i++)
+			ck_assert_int_ge(us_object_flush(writers[i].o, 0, US_UNLIMITED, 0), 0);
+		for (i = 0; i < 2; i++) {
+			quiesce(&backends[i]);
+			if (backends[i].next_seq)
+				ck_assert_int_ge(us_backend_commit_done(backends[i].bk,
+									backends[i].next_seq),
+						 0);
+		}
+	}
+	tu_check(engine);
+	ck_assert_uint_eq(tu_stats(us_engine_root(engine)).dirty_bytes, 0);
+	ck_assert_uint_eq(tu_stats(us_engine_root(engine)).unstable_bytes, 0);
+	/* Every page holds the last data its writer wrote: nothing lost or stale. */
+	for (i = 0; i < NWRITERS; i++)
+		for (k = 0; k < NPAGES; k++)
+			tu_assert(
+				memcmp(backends[i % 2].store[i][k], writers[i].last[k], 64) == 0,
+				"writer %d page %d: backend has \"%.64s\", last written \"%.64s\"",
+				i, k, (char *)backends[i % 2].store[i][k],
+				(char *)writers[i].last[k]);
+	/* The limits held and the writers were throttled on the way. */
+	for (i = 0; i < 2; i++) {
+		struct us_domain_stats s = tu_stats(d[i]);
+
+		ck_assert_uint_le(s.peak_charged_bytes, 1u << 20);
+		printf("domain d%d: peak %llu KiB, %llu pauses, %llu at the limit, %llu bg-flushed\n",
+		       i, (unsigned long long)s.peak_charged_bytes / 1024,
+		       (unsigned long long)s.paused, (unsigned long long)s.over_limit,
+		       (unsigned long long)s.bg_flushed);
+	}
+	printf("completions %llu + %llu, ENOMEM retries %llu\n",
+	       (unsigned long long)backends[0].completions,
+	       (unsigned long long)backends[1].completions, (unsigned long long)enomem);
+	for (i = 0; i < 2; i++) {
+		pthread_mutex_lock(&backends[i].lock);
+		backends[i].done = true;
+		pthread_cond_broadcast(&backends[i].cond);
+		pthread_mutex_unlock(&backends[i].lock);
+		pthread_join(backends[i].thread, NULL);
+	}
+	ck_assert_int_eq(us_engine_destroy(engine), 0);
+	for (i = 0; i < 2; i++) {
+		free(backends[i].q);
+		pthread_mutex_destroy(&backends[i].lock);
+		pthread_cond_destroy(&backends[i].cond);
+	}
+	for (i = 0; i < NWRITERS; i++)
+		pthread_mutex_destroy(&writers[i].lock);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("threads");
+	TCase *tc = tcase_create("stress");
+
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_threaded_stress);
+	suite_add_tcase(s, tc);
+	return tu_run(s);
+}
