@@ -340,6 +340,19 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 
 	if (!b)
 		return -EINVAL;
+	/*
+	 * The fast path: rewriting a DIRTY buffer pins nothing new, so it is
+	 * neither throttled nor locked (as in Linux, only newly dirtied pages
+	 * are balanced). Safe against a concurrent flush: if the flusher's
+	 * move to WRITEBACK is ordered after this load, its copy of the data,
+	 * which the host synchronises with its own writes, comes after too.
+	 */
+	if (atomic_load(&b->state) == US_BUF_DIRTY &&
+	    atomic_load_explicit(&b->refs, memory_order_relaxed) > 0) {
+		if (pause_ns)
+			*pause_ns = 0;
+		return 0;
+	}
 	e = b->obj->engine;
 	/* The blocking form would wait for writeback this very callback holds. */
 	if (!pause_ns && e->nthreads && us__in_callback(e))

@@ -296,10 +296,12 @@ struct us_buf {
 	uint64_t seq;
 	uint64_t lru_stamp;
 	uint32_t length;
-	uint32_t refs;
+	/* refs and state are written under the engine lock, and read without
+	 * it by the fast path of us_buf_dirty(): hence atomic. */
+	_Atomic uint32_t refs;
 	uint32_t wb_gen; /* the collection that put it in WRITEBACK */
 	uint32_t epoch;	 /* its backend's loss epoch when it was written */
-	uint8_t state;
+	_Atomic uint8_t state;
 	uint8_t flags;
 	bool on_lru;
 	bool attached; /* in its object's index */
