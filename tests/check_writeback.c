@@ -301,6 +301,97 @@ START_TEST(test_stalled_backend_does_not_starve_another)
 }
 END_TEST
 
+/* Flushing never stops while a domain is over its thresholds, unstable or not. */
+START_TEST(test_flushing_continues_over_threshold)
+{
+	us_engine *e = tu_engine(1u << 30);
+	us_domain *d = mk(e, "d", 8 * K4, 16 * K4);
+	us_object *o;
+	struct tb t;
+	uint64_t i;
+
+	tb_init(&t, e, true, false);
+	ck_assert_int_eq(us_object_create(t.backend, d, NULL, &o), 0);
+	/* Over the dirty threshold with nothing unstable (the Lustre livelock). */
+	for (i = 0; i < 20; i++)
+		dirty_at(o, i * K4, K4);
+	ck_assert_uint_eq(tu_stats(d).unstable_bytes, 0);
+	for (i = 0; i < 5; i++) {
+		int n = poll_at(e, (i + 1) * MS);
+
+		ck_assert_int_eq(n, i == 0 ? 20 : 0);
+		ck_assert_int_eq(t.runs[0].reason, US_REASON_THROTTLE);
+		tb_complete_all(&t);
+	}
+	/* Again, now that the domain holds no unstable data at all: all of the
+	 * dirty data is written, and then it is all unstable. */
+	t.mode = TB_UNSTABLE;
+	for (i = 20; i < 40; i++)
+		dirty_at(o, i * K4, K4);
+	ck_assert_int_eq(poll_at(e, 10 * MS), 20);
+	ck_assert_uint_eq(tu_stats(d).unstable_bytes, 20 * K4);
+	ck_assert_uint_eq(tu_stats(d).dirty_bytes, 0);
+	us_backend_commit_done(t.backend, UINT64_MAX);
+	drain(e, &t, NULL, &o, 1);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
+/* Blocking calls from inside a callback refuse instead of waiting. */
+static int deadlk_dirty = 1, deadlk_wait = 1;
+
+static int deadlk_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
+			uint64_t length, enum us_reason reason)
+{
+	size_t i;
+
+	(void)ctx;
+	(void)offset;
+	(void)length;
+	(void)reason;
+	deadlk_dirty = us_buf_dirty(bufs[0], NULL);
+	deadlk_wait = us_object_balance_wait(obj);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(us_buf_write_done(bufs[i], US_WRITE_STABLE, 0, 0), 0);
+	return 0;
+}
+
+static int sync_ok(void *ctx, us_backend *b, enum us_reason reason)
+{
+	(void)ctx;
+	(void)b;
+	(void)reason;
+	return 0;
+}
+
+START_TEST(test_blocking_inside_callback)
+{
+	struct us_backend_ops ops = { .size = sizeof(ops), .flush = deadlk_flush, .sync = sync_ok };
+	struct us_engine_options opts;
+	us_engine *e;
+	us_backend *bk;
+	us_object *o;
+	us_buf *b;
+
+	us_engine_options_init(&opts);
+	opts.clock = US_CLOCK_VIRTUAL;
+	opts.flusher_threads = 1;
+	ck_assert_int_eq(us_engine_create(&opts, &e), 0);
+	ck_assert_int_eq(us_backend_create(e, &ops, NULL, &bk), 0);
+	ck_assert_int_eq(us_object_create(bk, NULL, NULL, &o), 0);
+	ck_assert_int_eq(us_buf_get(o, 0, K4, 0, &b), 1);
+	ck_assert_int_eq(us_buf_dirty(b, NULL), 0); /* blocking form, below freerun */
+	ck_assert_int_eq(us_object_flush(o, 0, US_UNLIMITED, 0), 1);
+	ck_assert_int_eq(deadlk_dirty, -EDEADLK);
+	ck_assert_int_eq(deadlk_wait, -EDEADLK);
+	/* Outside the callback the same calls work. */
+	ck_assert_int_eq(us_object_balance_wait(o), 0);
+	ck_assert_int_eq(us_buf_state(b), US_BUF_CLEAN);
+	ck_assert_int_eq(us_buf_put(b), 0);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("writeback");
@@ -312,6 +403,8 @@ int main(void)
 	tcase_add_test(tc, test_inflight_cap_and_one_write_per_buffer);
 	tcase_add_loop_test(tc, test_isolation_between_domains, 0, 2);
 	tcase_add_test(tc, test_stalled_backend_does_not_starve_another);
+	tcase_add_test(tc, test_flushing_continues_over_threshold);
+	tcase_add_test(tc, test_blocking_inside_callback);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }

@@ -41,8 +41,11 @@
  * Every function may be called from any thread. The engine serialises its
  * state with one internal lock; user callbacks are never called with it held,
  * so a callback may call any function of this header, including the
- * completion functions for the buffers it was handed. No function of this
- * header blocks waiting on I/O in this version.
+ * completion functions for the buffers it was handed. In polled mode no
+ * function blocks. In threaded mode (us_engine_options.flusher_threads)
+ * callbacks run on the flusher threads too, and only the blocking forms
+ * (us_buf_dirty() with a NULL pause, us_object_balance_wait()) wait; from
+ * inside a callback they return -EDEADLK instead.
  *
  * ERRORS
  * * Functions return 0 (or a count) on success and a negative errno on
