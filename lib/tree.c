@@ -14,7 +14,6 @@
  * (the next DIRTY buffer of an object) is found in O(log n) without walking
  * the clean ones.
  */
-#define US_TREE_MAX_DEPTH 96
 #include "internal.h"
 
 static int32_t height(const struct us_tnode *n)
@@ -162,20 +161,19 @@ struct us_tnode *us__tree_find_ge(struct us_tnode *n, uint64_t key)
 
 void us__tree_set_mark(struct us_tnode *root, uint64_t key, bool mark)
 {
-	struct us_tnode *path[US_TREE_MAX_DEPTH], *n = root;
-	int depth = 0;
+	struct us_tnode *n = us__tree_find_le(root, key);
+	uint64_t delta;
 
-	while (n && n->key != key) {
-		path[depth++] = n;
-		n = key < n->key ? n->left : n->right;
-	}
-	assert(n && depth < US_TREE_MAX_DEPTH);
-	if (!n)
+	assert(n && n->key == key);
+	if (!n || n->key != key || n->mark == (uint32_t)mark)
 		return;
+	/* Heights do not change: one pass down adds the change to each count
+	 * on the path (unsigned wrap-around makes -1 an addition too). */
+	delta = mark ? 1 : (uint64_t)-1;
 	n->mark = mark;
-	update(n);
-	while (depth--)
-		update(path[depth]);
+	for (n = root; n->key != key; n = key < n->key ? n->left : n->right)
+		n->marks += delta;
+	n->marks += delta;
 }
 
 static struct us_tnode *first_marked(struct us_tnode *n)
