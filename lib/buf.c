@@ -45,13 +45,10 @@ static void pinned_add(us_object *o, enum us_buf_state s, int64_t delta)
  * An object enters its writeback context's dirty list, at the young end,
  * when its first buffer becomes DIRTY, and leaves it with its last.
  */
-void us__buf_set_state(us_buf *b, enum us_buf_state to)
+static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 {
 	us_object *o = b->obj;
-	enum us_buf_state from = b->state;
 
-	if (from == to)
-		return;
 	us__domain_add(o->domain, state_counter[from], -(int64_t)b->length);
 	us__domain_add(o->domain, state_counter[to], b->length);
 	pinned_add(o, from, -(int64_t)b->length);
@@ -70,8 +67,93 @@ void us__buf_set_state(us_buf *b, enum us_buf_state to)
 			us_list_add_tail(&o->wb->dirty_objs, &o->dirty_link);
 		}
 	}
+}
+
+void us__buf_set_state(us_buf *b, enum us_buf_state to)
+{
+	enum us_buf_state from = b->state;
+
+	assert(from != US_BUF__DIRTYING);
+	if (from == to)
+		return;
+	account(b, from, to);
 	b->state = (uint8_t)to;
 	us__buf_lru_update(b);
+}
+
+/*
+ * Drains the lock-free dirtyings: each buffer moved CLEAN -> DIRTYING by
+ * us_buf_dirty() is accounted CLEAN -> DIRTY here, and the credit it spent
+ * leaves the chain's granted bytes, now that it is part of pinned.
+ *
+ * Objects are taken off the engine's stack before their buffers are taken
+ * off theirs, and queued is cleared in between, so that a buffer pushed
+ * meanwhile re-queues its object for the next drain.
+ */
+void us__drain(us_engine *e)
+{
+	us_object *o = atomic_exchange(&e->pending_objs, NULL);
+
+	while (o) {
+		us_object *next_o = o->pending_next;
+		us_buf *b;
+
+		atomic_store(&o->queued, false);
+		b = atomic_exchange(&o->pending, NULL);
+		while (b) {
+			us_buf *next_b = b->pending_next;
+			us_domain *a;
+
+			assert(b->state == US_BUF__DIRTYING);
+			account(b, US_BUF_CLEAN, US_BUF_DIRTY);
+			b->state = US_BUF_DIRTY;
+			us__domain_event(o->domain, US_EV_DIRTIED, 1);
+			for (a = o->domain; a; a = a->parent)
+				a->granted -= b->length;
+			b = next_b;
+		}
+		o = next_o;
+	}
+}
+
+/*
+ * The lock-free first dirtying of a CLEAN buffer the caller references:
+ * spend the domain's credit, claim the buffer, queue it for the drain.
+ * Returns false when the locked path must run instead.
+ */
+static bool dirty_lockfree(us_buf *b)
+{
+	us_object *o = b->obj;
+	us_domain *d = o->domain;
+	int64_t len = b->length;
+	uint8_t clean = US_BUF_CLEAN;
+	us_buf *head;
+	us_object *ohead;
+
+	if (atomic_load_explicit(&d->credit, memory_order_relaxed) < len)
+		return false;
+	if (atomic_fetch_sub(&d->credit, len) < len) {
+		atomic_fetch_add(&d->credit, len);
+		return false;
+	}
+	if (!atomic_compare_exchange_strong(&b->state, &clean, US_BUF__DIRTYING)) {
+		atomic_fetch_add(&d->credit, len);
+		return false;
+	}
+	head = atomic_load(&o->pending);
+	do
+		b->pending_next = head;
+	while (!atomic_compare_exchange_weak(&o->pending, &head, b));
+	if (!atomic_load_explicit(&o->queued, memory_order_relaxed) &&
+	    !atomic_exchange(&o->queued, true)) {
+		us_engine *e = o->engine;
+
+		ohead = atomic_load(&e->pending_objs);
+		do
+			o->pending_next = ohead;
+		while (!atomic_compare_exchange_weak(&e->pending_objs, &ohead, o));
+	}
+	return true;
 }
 
 /* Puts b on or takes it off its domain's LRU to keep invariant I4. */
@@ -341,17 +423,23 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 	if (!b)
 		return -EINVAL;
 	/*
-	 * The fast path: rewriting a DIRTY buffer pins nothing new, so it is
-	 * neither throttled nor locked (as in Linux, only newly dirtied pages
-	 * are balanced). Safe against a concurrent flush: if the flusher's
-	 * move to WRITEBACK is ordered after this load, its copy of the data,
-	 * which the host synchronises with its own writes, comes after too.
+	 * The fast paths, without the engine lock. Rewriting a DIRTY buffer
+	 * pins nothing new, so it is neither throttled nor locked (as in Linux,
+	 * only newly dirtied pages are balanced); it is safe against a
+	 * concurrent flush: if the flusher's move to WRITEBACK is ordered after
+	 * this load, its copy of the data, which the host synchronises with its
+	 * own writes, comes after too. Dirtying a CLEAN buffer spends the
+	 * domain's credit, granted only below freerun, where no writer pauses.
 	 */
-	if (atomic_load(&b->state) == US_BUF_DIRTY &&
-	    atomic_load_explicit(&b->refs, memory_order_relaxed) > 0) {
-		if (pause_ns)
-			*pause_ns = 0;
-		return 0;
+	if (atomic_load_explicit(&b->refs, memory_order_relaxed) > 0) {
+		uint8_t s = atomic_load(&b->state);
+
+		if (s == US_BUF_DIRTY || s == US_BUF__DIRTYING ||
+		    (s == US_BUF_CLEAN && dirty_lockfree(b))) {
+			if (pause_ns)
+				*pause_ns = 0;
+			return 0;
+		}
 	}
 	e = b->obj->engine;
 	/* The blocking form would wait for writeback this very callback holds. */
@@ -378,11 +466,13 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 			newly = b->length; /* one more write to come */
 		}
 		break;
-	default:
+	default: /* DIRTY, or DIRTYING by another thread just now */
 		break;
 	}
 	/* Rewriting dirty data pins nothing new: only new bytes are throttled. */
 	rc = us__throttle(b->obj, newly, &pause);
+	if (rc == 0 && pause == 0)
+		us__credit_grant(b->obj);
 	us__unlock(e);
 	if (pause)
 		us__kick(e); /* past freerun: the flushers have work */
@@ -471,7 +561,7 @@ int us_buf_state(const us_buf *b)
 	us__lock(b->obj->engine);
 	s = b->state;
 	us__unlock(b->obj->engine);
-	return s;
+	return s == US_BUF__DIRTYING ? US_BUF_DIRTY : s;
 }
 
 unsigned us_buf_flags(const us_buf *b)

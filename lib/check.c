@@ -64,7 +64,7 @@ static void check_bufs(struct ctx *c, us_object *o, struct us_tnode *t, struct o
 	s->prev_end = t->key + b->length;
 	if (b->obj != o || !b->attached)
 		fail(c, "buffer %p: wrong object or not attached", (void *)b);
-	if (b->state > US_BUF_UNSTABLE)
+	if (b->state > US_BUF__DIRTYING)
 		fail(c, "buffer %p: bad state %u", (void *)b, b->state);
 	if (t->mark != (b->state == US_BUF_DIRTY))
 		fail(c, "buffer %p: index mark %u in state %u", (void *)b, t->mark, b->state);
@@ -84,6 +84,7 @@ static void check_bufs(struct ctx *c, us_object *o, struct us_tnode *t, struct o
 		o->domain->chk.evictable += b->length;
 	switch (b->state) {
 	case US_BUF_CLEAN:
+	case US_BUF__DIRTYING: /* accounted CLEAN until drained */
 		o->domain->chk.clean += b->length;
 		break;
 	case US_BUF_DIRTY:
@@ -156,12 +157,13 @@ static void check_lru(struct ctx *c, us_domain *d)
 		     (unsigned long long)bytes, (unsigned long long)d->chk.evictable);
 }
 
-/* Checks d's subtree; leaves d->chk summed over it. */
-static void check_domain(struct ctx *c, us_domain *d)
+/* Checks d's subtree; leaves d->chk summed over it; returns its credit. */
+static int64_t check_domain(struct ctx *c, us_domain *d)
 {
 	struct us_list *pos;
 	const struct us_counters *x = &d->chk, *y = &d->c;
 	uint64_t nchildren = 0;
+	int64_t credit = atomic_load(&d->credit);
 
 	check_lru(c, d);
 	us_list_for_each (pos, &d->children) {
@@ -169,7 +171,7 @@ static void check_domain(struct ctx *c, us_domain *d)
 
 		if (ch->parent != d)
 			fail(c, "domain %s: wrong parent", ch->name);
-		check_domain(c, ch);
+		credit += check_domain(c, ch);
 		d->chk.charged += ch->chk.charged;
 		d->chk.clean += ch->chk.clean;
 		d->chk.dirty += ch->chk.dirty;
@@ -180,7 +182,7 @@ static void check_domain(struct ctx *c, us_domain *d)
 		nchildren++;
 	}
 	if (c->rc)
-		return;
+		return credit;
 	if (nchildren != d->nchildren)
 		fail(c, "domain %s: %llu children, recorded %llu", d->name,
 		     (unsigned long long)nchildren, (unsigned long long)d->nchildren);
@@ -205,6 +207,12 @@ static void check_domain(struct ctx *c, us_domain *d)
 		     (unsigned long long)y->charged, (unsigned long long)d->max);
 	if (d->peak_charged < y->charged)
 		fail(c, "domain %s: peak below charged", d->name);
+	/* Quiescent (no writer between its spend and the drain): the granted
+	 * bytes are exactly the credit outstanding in the subtree. */
+	if ((int64_t)d->granted != credit)
+		fail(c, "domain %s: granted %llu, credit in the subtree %lld", d->name,
+		     (unsigned long long)d->granted, (long long)credit);
+	return credit;
 }
 
 int us_engine_check(us_engine *e, char *msg, size_t len)

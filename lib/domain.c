@@ -100,6 +100,7 @@ int us_domain_destroy(us_domain *d)
 		us__unlock(e);
 		return -EBUSY;
 	}
+	us__credit_revoke(d);
 	us_list_del(&d->sibling);
 	d->parent->nchildren--;
 	if (d->own_arena)
@@ -147,6 +148,8 @@ int us_domain_set_limit(us_domain *d, enum us_limit which, uint64_t value)
 	e = d->engine;
 	us_list_init(&victims);
 	us__lock(e);
+	/* Thresholds move: lock-free credit granted under the old ones goes. */
+	us__credit_revoke(e->root);
 	switch (which) {
 	case US_LIMIT_MAX:
 		/* Evict down to the new limit, or refuse without touching a thing. */

@@ -50,6 +50,9 @@ void us__lock(us_engine *e)
 
 	assert(rc == 0);
 	(void)rc;
+	/* Whoever holds the lock sees every dirtying accounted. */
+	if (atomic_load_explicit(&e->pending_objs, memory_order_acquire))
+		us__drain(e);
 }
 
 void us__unlock(us_engine *e)

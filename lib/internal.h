@@ -67,8 +67,14 @@
 
 #define US_NAME_MAX 63
 #define US_CB_SLOTS 32
-#define US_MSEC	    1000000ull
-#define US_SEC	    1000000000ull
+/*
+ * An internal buffer state: dirtied by the lock-free path of us_buf_dirty()
+ * and not yet accounted. It is counted as CLEAN until the next holder of the
+ * engine lock drains it (us__drain()) to DIRTY; public calls report DIRTY.
+ */
+#define US_BUF__DIRTYING 4
+#define US_MSEC		 1000000ull
+#define US_SEC		 1000000000ull
 
 /* The ranks of the library's locks, outermost first. */
 enum us_lock_rank {
@@ -217,6 +223,15 @@ struct us_domain {
 	struct us_list lru;
 	/* Writeback contexts of this domain alone (us_wb.dom_link). */
 	struct us_list wbs;
+	/*
+	 * Credit: bytes that writers of this domain's own objects may dirty
+	 * without the engine lock (spent atomically by us_buf_dirty()).
+	 * granted: the credit outstanding in the whole subtree, spent or not,
+	 * until drained into pinned; grants keep pinned + granted below every
+	 * freerun on the chain (throttle.c).
+	 */
+	_Atomic int64_t credit;
+	uint64_t granted;
 	uint64_t max_pause_seen_ns;
 	/* jemalloc arena serving this domain's payloads (inherited unless own). */
 	unsigned arena;
@@ -272,6 +287,10 @@ struct us_object {
 	us_domain *domain;
 	void *user;
 	struct us_wb *wb;
+	/* Buffers dirtied lock-free, not yet drained (a Treiber stack). */
+	_Atomic(us_buf *) pending;
+	us_object *pending_next;      /* in engine->pending_objs */
+	atomic_bool queued;	      /* on engine->pending_objs */
 	struct us_list dirty_link;    /* wb->dirty_objs while ndirty > 0 */
 	uint64_t pause_debt_ns;	      /* throttle pauses not yet returned */
 	struct us_list link;	      /* backend->objects */
@@ -291,6 +310,7 @@ struct us_object {
 struct us_buf {
 	struct us_tnode node; /* node.key is the offset */
 	struct us_list link;  /* domain LRU, object unstable list, or a private list */
+	us_buf *pending_next; /* in obj->pending */
 	us_object *obj;
 	void *data;
 	uint64_t seq;
@@ -326,6 +346,8 @@ struct us_engine {
 	uint64_t max_flush_bytes, bw_interval_ns, bw_period_ns, init_bw;
 	uint64_t next_expiry_ns;
 	uint32_t wb_gen;
+	/* Objects with buffers dirtied lock-free (a Treiber stack). */
+	_Atomic(us_object *) pending_objs;
 
 	/* Threaded mode (thread.c), under thr_lock (US_LOCK_THREADS). */
 	pthread_mutex_t thr_lock;
@@ -342,6 +364,8 @@ struct us_engine {
 /* Internal functions                                                        */
 
 void us__lock(us_engine *e);
+/* Applies the lock-free dirtyings (called by us__lock()). */
+void us__drain(us_engine *e);
 void us__unlock(us_engine *e);
 uint64_t us__now(us_engine *e);
 
@@ -377,6 +401,10 @@ void us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now);
 void us__domain_thresholds(const us_domain *d, uint64_t *bg, uint64_t *dirty);
 /* The pause for a writer of o that dirtied bytes; -EAGAIN at the limit. */
 int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns);
+/* Grants o's domain lock-free credit when the chain is below freerun. */
+void us__credit_grant(us_object *o);
+/* Takes back the unspent credit of d's subtree. */
+void us__credit_revoke(us_domain *d);
 /* Why wb's data should be written back now (THROTTLE when its writers are
  * paused, BACKGROUND when over a background threshold), or -1. */
 int us__wb_reason(struct us_wb *wb);

@@ -68,10 +68,11 @@ struct level {
 };
 
 struct throttle {
-	double pos;  /* smallest position ratio on the chain */
-	bool bg;     /* some domain is past its background threshold */
-	bool paused; /* some domain is past its freerun */
-	bool over;   /* some domain is at its dirty limit */
+	double pos;	 /* smallest position ratio on the chain */
+	bool bg;	 /* some domain is past its background threshold */
+	bool paused;	 /* some domain is past its freerun */
+	bool over;	 /* some domain is at its dirty limit */
+	uint64_t margin; /* smallest freerun - pinned - granted on the chain */
 };
 
 static uint64_t ratio_of(uint64_t base, uint64_t pct)
@@ -111,6 +112,11 @@ static struct level eval(us_domain *d, struct throttle *t)
 		return l;
 
 	pinned = d->c.dirty + d->c.writeback + d->c.unstable;
+	{
+		uint64_t freerun = l.bg + (l.dirty - l.bg) / 2, used = pinned + d->granted;
+
+		t->margin = min64(t->margin, freerun > used ? freerun - used : 0);
+	}
 	if (pinned > l.bg)
 		t->bg = true;
 	if (pinned >= l.dirty) {
@@ -172,7 +178,7 @@ static void account_pause(us_domain *d, uint64_t pause)
 
 int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns)
 {
-	struct throttle t = { 2.0, false, false, false };
+	struct throttle t = { 2.0, false, false, false, UINT64_MAX };
 	us_engine *e = o->engine;
 	uint64_t bw = o->wb->bw, pause;
 
@@ -210,7 +216,7 @@ int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns)
 
 int us_object_balance(us_object *o, uint64_t *pause_ns)
 {
-	struct throttle t = { 2.0, false, false, false };
+	struct throttle t = { 2.0, false, false, false, UINT64_MAX };
 	uint64_t pause = 0;
 	int rc = 0;
 
@@ -226,9 +232,61 @@ int us_object_balance(us_object *o, uint64_t *pause_ns)
 	return rc;
 }
 
+/*
+ * LOCK-FREE CREDIT
+ *
+ * Below freerun no writer pauses, so the only question the first dirtying
+ * of a buffer must answer is whether it stays below freerun. A domain is
+ * granted credit: a quarter of the smallest margin on its chain, where the
+ * margin of a domain is freerun - pinned - granted (granted: the credit
+ * outstanding in its subtree). Writers spend it with one atomic each and
+ * without the engine lock (buf.c); the next lock holder accounts what was
+ * spent. Since every grant fits inside every margin on the chain, pinned
+ * plus all outstanding credit stays below each freerun: the cheap check is
+ * exact where it matters. Near freerun the margin, hence the grant, shrinks
+ * to nothing and every dirtying takes the locked, exact path. Limit changes
+ * take all credit back. (Thresholds that shrink because a sibling's charge
+ * eats the headroom may leave at most one grant of slack, still below the
+ * dirty limit.)
+ */
+#define US_CREDIT_MIN (64u << 10)
+#define US_CREDIT_MAX (256u << 20)
+
+void us__credit_grant(us_object *o)
+{
+	struct throttle t = { 2.0, false, false, false, UINT64_MAX };
+	us_domain *d = o->domain, *a;
+	uint64_t g;
+
+	eval(d, &t);
+	if (t.paused)
+		return;
+	g = t.margin == UINT64_MAX ? US_CREDIT_MAX : min64(t.margin / 4, US_CREDIT_MAX);
+	if (g < US_CREDIT_MIN || atomic_load(&d->credit) >= (int64_t)(g / 2))
+		return;
+	for (a = d; a; a = a->parent)
+		a->granted += g;
+	atomic_fetch_add(&d->credit, (int64_t)g);
+}
+
+void us__credit_revoke(us_domain *d)
+{
+	int64_t c = atomic_exchange(&d->credit, 0);
+	struct us_list *pos;
+	us_domain *a;
+
+	/* c may be negative for an instant (a writer's spend being undone):
+	 * the writer adds its bytes back as credit that granted still counts. */
+	if (c)
+		for (a = d; a; a = a->parent)
+			a->granted -= (uint64_t)c;
+	us_list_for_each (pos, &d->children)
+		us__credit_revoke(us_container_of(pos, us_domain, sibling));
+}
+
 int us__wb_reason(struct us_wb *wb)
 {
-	struct throttle t = { 2.0, false, false, false };
+	struct throttle t = { 2.0, false, false, false, UINT64_MAX };
 
 	eval(wb->domain, &t);
 	if (t.paused)
