@@ -19,12 +19,13 @@
 
 #define K4	 4096u
 #define NWRITERS 8
-#define NPAGES	 256 /* per writer's object */
+#define NOBJ	 4   /* two writers share each object */
+#define NPAGES	 256 /* per object */
 #define NWRITES	 3000
 
 struct item {
 	us_buf *b;
-	int writer;
+	int obj;
 	uint64_t page;
 	unsigned char data[64]; /* a digest of the page: enough to compare */
 };
@@ -37,22 +38,28 @@ struct backend {
 	size_t n, cap;
 	bool done;
 	uint64_t next_seq, acked_seq, completions;
-	unsigned char store[NWRITERS][NPAGES][64];
+	unsigned char store[NOBJ][NPAGES][64];
 	uint64_t rng;
 	pthread_t thread;
 	bool idle;
 };
 
-struct writer {
+struct obj {
 	int id;
 	us_object *o;
-	pthread_mutex_t lock; /* payload content: writer vs flush copy */
+	pthread_mutex_t lock; /* payload content: writers vs flush copy */
 	unsigned char last[NPAGES][64];
+};
+
+struct writer {
+	int id;
+	struct obj *ob;
 	uint64_t rng, enomem;
 	pthread_t thread;
 };
 
 static struct backend backends[2];
+static struct obj objs[NOBJ];
 static struct writer writers[NWRITERS];
 static us_engine *engine;
 
@@ -68,7 +75,7 @@ static int flush_cb(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, ui
 		    uint64_t length, enum us_reason reason)
 {
 	struct backend *be = ctx;
-	struct writer *w = us_object_user(obj);
+	struct obj *ob = us_object_user(obj);
 	size_t i;
 
 	(void)offset;
@@ -81,12 +88,12 @@ static int flush_cb(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, ui
 			be->q = realloc(be->q, be->cap * sizeof(*be->q));
 		}
 		be->q[be->n].b = bufs[i];
-		be->q[be->n].writer = w->id;
+		be->q[be->n].obj = ob->id;
 		be->q[be->n].page = us_buf_offset(bufs[i]) / K4;
 		/* The server copies the data when the write is sent. */
-		pthread_mutex_lock(&w->lock);
+		pthread_mutex_lock(&ob->lock);
 		memcpy(be->q[be->n].data, us_buf_data(bufs[i]), 64);
-		pthread_mutex_unlock(&w->lock);
+		pthread_mutex_unlock(&ob->lock);
 		be->n++;
 	}
 	pthread_cond_broadcast(&be->cond);
@@ -125,7 +132,7 @@ static void *completer(void *arg)
 		i = (size_t)(rnd(&be->rng) % be->n);
 		it = be->q[i];
 		be->q[i] = be->q[--be->n];
-		memcpy(be->store[it.writer][it.page], it.data, 64);
+		memcpy(be->store[it.obj][it.page], it.data, 64);
 		if (rnd(&be->rng) % 3 == 0)
 			seq = ++be->next_seq;
 		be->completions++;
@@ -149,6 +156,7 @@ static void *completer(void *arg)
 static void *writer_main(void *arg)
 {
 	struct writer *w = arg;
+	struct obj *ob = w->ob;
 	int k;
 
 	for (k = 0; k < NWRITES; k++) {
@@ -156,21 +164,23 @@ static void *writer_main(void *arg)
 		us_buf *b;
 		int rc;
 
-		while ((rc = us_buf_get(w->o, page * K4, K4, 0, &b)) == -ENOMEM) {
+		while ((rc = us_buf_get(ob->o, page * K4, K4, 0, &b)) == -ENOMEM) {
 			/* Everything charged is pinned: let writeback and commits run. */
 			w->enomem++;
 			tu_assert(us_engine_clock_advance(engine, 1000000) == 0, "advance");
-			tu_assert(us_object_balance_wait(w->o) == 0, "balance_wait");
+			tu_assert(us_object_balance_wait(ob->o) == 0, "balance_wait");
 		}
 		tu_assert(rc >= 0, "us_buf_get %d", rc);
-		pthread_mutex_lock(&w->lock);
+		pthread_mutex_lock(&ob->lock);
 		memset(us_buf_data(b), 0, 64);
 		snprintf(us_buf_data(b), 64, "w%d p%llu k%d", w->id, (unsigned long long)page, k);
-		memcpy(w->last[page], us_buf_data(b), 64);
-		pthread_mutex_unlock(&w->lock);
+		memcpy(ob->last[page], us_buf_data(b), 64);
+		pthread_mutex_unlock(&ob->lock);
 		rc = us_buf_dirty(b, NULL); /* blocking form */
 		tu_assert(rc == 0, "us_buf_dirty %d", rc);
 		tu_assert(us_buf_put(b) == 0, "put");
+		/* Time passes: the flushers' deadlines come, writeback runs. */
+		tu_assert(us_engine_clock_advance(engine, 1000000) == 0, "advance");
 	}
 	return NULL;
 }
@@ -184,8 +194,16 @@ static void quiesce(struct backend *be)
 	pthread_mutex_unlock(&be->lock);
 }
 
+/*
+ * _i == 0: small limits (1 MiB max, 512 KiB dirty): writers are throttled
+ * and wait at the limit. _i == 1: a large dirty limit over a tiny
+ * background threshold: the writers dirty through the lock-free credit
+ * path, concurrently on shared objects, while the flushers write back.
+ */
 START_TEST(test_threaded_stress)
 {
+	uint64_t max = _i == 0 ? 1u << 20 : 64u << 20;
+	uint64_t dirty = _i == 0 ? 128 * K4 : 32u << 20, bg = _i == 0 ? 32 * K4 : 16 * K4;
 	struct us_engine_options o;
 	struct us_backend_ops ops = { .size = sizeof(ops), .flush = flush_cb, .sync = sync_cb };
 	us_domain *d[2];
@@ -202,9 +220,9 @@ START_TEST(test_threaded_stress)
 
 		snprintf(name, sizeof(name), "d%d", i);
 		ck_assert_int_eq(us_domain_create(engine, NULL, name, 0, &d[i]), 0);
-		ck_assert_int_eq(us_domain_set_limit(d[i], US_LIMIT_MAX, 1u << 20), 0);
-		ck_assert_int_eq(us_domain_set_limit(d[i], US_LIMIT_DIRTY_BYTES, 256 * K4 / 2), 0);
-		ck_assert_int_eq(us_domain_set_limit(d[i], US_LIMIT_DIRTY_BG_BYTES, 32 * K4), 0);
+		ck_assert_int_eq(us_domain_set_limit(d[i], US_LIMIT_MAX, max), 0);
+		ck_assert_int_eq(us_domain_set_limit(d[i], US_LIMIT_DIRTY_BYTES, dirty), 0);
+		ck_assert_int_eq(us_domain_set_limit(d[i], US_LIMIT_DIRTY_BG_BYTES, bg), 0);
 		memset(&backends[i], 0, sizeof(backends[i]));
 		backends[i].rng = 77 + (uint64_t)i;
 		pthread_mutex_init(&backends[i].lock, NULL);
@@ -213,14 +231,21 @@ START_TEST(test_threaded_stress)
 		ck_assert_int_eq(us_backend_set_max_inflight(backends[i].bk, 64 * K4), 0);
 		pthread_create(&backends[i].thread, NULL, completer, &backends[i]);
 	}
+	for (i = 0; i < NOBJ; i++) {
+		struct obj *ob = &objs[i];
+
+		memset(ob, 0, sizeof(*ob));
+		ob->id = i;
+		pthread_mutex_init(&ob->lock, NULL);
+		ck_assert_int_eq(us_object_create(backends[i % 2].bk, d[i % 2], ob, &ob->o), 0);
+	}
 	for (i = 0; i < NWRITERS; i++) {
 		struct writer *w = &writers[i];
 
 		memset(w, 0, sizeof(*w));
 		w->id = i;
-		w->rng = 1000 + (uint64_t)i;
-		pthread_mutex_init(&w->lock, NULL);
-		ck_assert_int_eq(us_object_create(backends[i % 2].bk, d[i % 2], w, &w->o), 0);
+		w->rng = 1000 + (uint64_t)i + 100 * (uint64_t)_i;
+		w->ob = &objs[i % NOBJ];
 	}
 	for (i = 0; i < NWRITERS; i++)
 		pthread_create(&writers[i].thread, NULL, writer_main, &writers[i]);
@@ -234,8 +259,8 @@ START_TEST(test_threaded_stress)
 
 		if (!s.dirty_bytes && !s.writeback_bytes && !s.unstable_bytes)
 			break;
-		for (i = 0; i < NWRITERS; i++)
-			ck_assert_int_ge(us_object_flush(writers[i].o, 0, US_UNLIMITED, 0), 0);
+		for (i = 0; i < NOBJ; i++)
+			ck_assert_int_ge(us_object_flush(objs[i].o, 0, US_UNLIMITED, 0), 0);
 		for (i = 0; i < 2; i++) {
 			quiesce(&backends[i]);
 			if (backends[i].next_seq)
@@ -247,19 +272,18 @@ START_TEST(test_threaded_stress)
 	tu_check(engine);
 	ck_assert_uint_eq(tu_stats(us_engine_root(engine)).dirty_bytes, 0);
 	ck_assert_uint_eq(tu_stats(us_engine_root(engine)).unstable_bytes, 0);
-	/* Every page holds the last data its writer wrote: nothing lost or stale. */
-	for (i = 0; i < NWRITERS; i++)
+	/* Every page holds the last data written to it: nothing lost or stale. */
+	for (i = 0; i < NOBJ; i++)
 		for (k = 0; k < NPAGES; k++)
 			tu_assert(
-				memcmp(backends[i % 2].store[i][k], writers[i].last[k], 64) == 0,
-				"writer %d page %d: backend has \"%.64s\", last written \"%.64s\"",
-				i, k, (char *)backends[i % 2].store[i][k],
-				(char *)writers[i].last[k]);
+				memcmp(backends[i % 2].store[i][k], objs[i].last[k], 64) == 0,
+				"object %d page %d: backend has \"%.64s\", last written \"%.64s\"",
+				i, k, (char *)backends[i % 2].store[i][k], (char *)objs[i].last[k]);
 	/* The limits held and the writers were throttled on the way. */
 	for (i = 0; i < 2; i++) {
 		struct us_domain_stats s = tu_stats(d[i]);
 
-		ck_assert_uint_le(s.peak_charged_bytes, 1u << 20);
+		ck_assert_uint_le(s.peak_charged_bytes, max);
 		printf("domain d%d: peak %llu KiB, %llu pauses, %llu at the limit, %llu bg-flushed\n",
 		       i, (unsigned long long)s.peak_charged_bytes / 1024,
 		       (unsigned long long)s.paused, (unsigned long long)s.over_limit,
@@ -281,8 +305,8 @@ START_TEST(test_threaded_stress)
 		pthread_mutex_destroy(&backends[i].lock);
 		pthread_cond_destroy(&backends[i].cond);
 	}
-	for (i = 0; i < NWRITERS; i++)
-		pthread_mutex_destroy(&writers[i].lock);
+	for (i = 0; i < NOBJ; i++)
+		pthread_mutex_destroy(&objs[i].lock);
 }
 END_TEST
 
@@ -292,7 +316,7 @@ int main(void)
 	TCase *tc = tcase_create("stress");
 
 	tcase_set_timeout(tc, 600);
-	tcase_add_test(tc, test_threaded_stress);
+	tcase_add_loop_test(tc, test_threaded_stress, 0, 2);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }
