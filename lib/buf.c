@@ -48,9 +48,29 @@ static void pinned_add(us_object *o, enum us_buf_state s, int64_t delta)
 static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 {
 	us_object *o = b->obj;
+	struct us_wb *wb = o->wb;
+
+	/*
+	 * A context going from idle to busy starts a new bandwidth window:
+	 * the idle time says nothing about the backend's speed.
+	 */
+	if (!wb->dirty && !wb->writeback && !wb->unstable && to != US_BUF_CLEAN) {
+		wb->bw_stamp_ns = us__now(o->engine);
+		wb->bw_cleaned = wb->cleaned;
+	}
 
 	us__domain_add(o->domain, state_counter[from], -(int64_t)b->length);
 	us__domain_add(o->domain, state_counter[to], b->length);
+	if (from == US_BUF_CLEAN) {
+		us_domain *a;
+
+		for (a = o->domain; a; a = a->parent) {
+			uint64_t p = a->c.dirty + a->c.writeback + a->c.unstable;
+
+			if (p > a->peak_pinned)
+				a->peak_pinned = p;
+		}
+	}
 	pinned_add(o, from, -(int64_t)b->length);
 	pinned_add(o, to, b->length);
 	if (to == US_BUF_CLEAN && (from == US_BUF_WRITEBACK || from == US_BUF_UNSTABLE))
@@ -417,6 +437,7 @@ int us_buf_put(us_buf *b)
 int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 {
 	uint64_t newly = 0, pause = 0;
+	bool wake = false;
 	us_engine *e;
 	int rc;
 
@@ -450,15 +471,30 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 		us__unlock(e);
 		return -EINVAL;
 	}
-	switch (b->state) {
+	switch (atomic_load(&b->state)) {
 	case US_BUF_UNSTABLE:
 		us__buf_unstable_unlink(b);
-		/* fall through */
-	case US_BUF_CLEAN:
 		us__buf_set_state(b, US_BUF_DIRTY);
 		us__domain_event(b->obj->domain, US_EV_DIRTIED, 1);
 		newly = b->length;
 		break;
+	case US_BUF_CLEAN: {
+		uint8_t clean = US_BUF_CLEAN;
+
+		/*
+		 * Claimed like the lock-free path does, because a thread holding
+		 * another reference may be dirtying it lock-free right now: if
+		 * it won, the buffer is DIRTYING and the drain accounts it.
+		 */
+		if (!atomic_compare_exchange_strong(&b->state, &clean, US_BUF__DIRTYING))
+			break;
+		account(b, US_BUF_CLEAN, US_BUF_DIRTY);
+		atomic_store(&b->state, US_BUF_DIRTY);
+		us__buf_lru_update(b);
+		us__domain_event(b->obj->domain, US_EV_DIRTIED, 1);
+		newly = b->length;
+		break;
+	}
 	case US_BUF_WRITEBACK:
 		if (!(b->flags & US_BUF_REDIRTIED)) {
 			b->flags |= US_BUF_REDIRTIED;
@@ -470,12 +506,14 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 		break;
 	}
 	/* Rewriting dirty data pins nothing new: only new bytes are throttled. */
-	rc = us__throttle(b->obj, newly, &pause);
+	rc = us__throttle(b->obj, newly, &pause, &wake);
 	if (rc == 0 && pause == 0)
 		us__credit_grant(b->obj);
+	/* Past the background threshold: the flushers have work. Kicked with
+	 * the engine lock held, so that the engine cannot go under us. */
+	if (wake)
+		us__kick(e);
 	us__unlock(e);
-	if (pause)
-		us__kick(e); /* past freerun: the flushers have work */
 	if (pause_ns) {
 		*pause_ns = pause;
 		return rc == -EAGAIN ? US_DIRTY_OVER_LIMIT : 0;

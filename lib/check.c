@@ -229,7 +229,11 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 	us_list_for_each (bpos, &e->backends) {
 		us_backend *bk = us_container_of(bpos, us_backend, link);
 		uint64_t sum[3] = { 0, 0, 0 }, nobj = 0;
+		struct us_list *wpos;
 
+		us_list_for_each (wpos, &bk->wbs)
+			memset(us_container_of(wpos, struct us_wb, bk_link)->chk, 0,
+			       sizeof(((struct us_wb *)0)->chk));
 		us_list_for_each (opos, &bk->objects) {
 			us_object *o = us_container_of(opos, us_object, link);
 			uint64_t d0 = o->domain->chk.dirty, w0 = o->domain->chk.writeback,
@@ -242,6 +246,37 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 			sum[1] += o->domain->chk.writeback - w0;
 			sum[2] += o->domain->chk.unstable - u0;
 			nobj++;
+			if (!o->wb || o->wb->backend != bk || o->wb->domain != o->domain) {
+				fail(&c, "object %p: wrong writeback context", (void *)o);
+				continue;
+			}
+			o->wb->chk[0] += o->domain->chk.dirty - d0;
+			o->wb->chk[1] += o->domain->chk.writeback - w0;
+			o->wb->chk[2] += o->domain->chk.unstable - u0;
+			o->wb->chk[3]++;
+			o->wb->chk[4] += o->ndirty > 0;
+			if ((o->ndirty > 0) == (o->dirty_link.next == &o->dirty_link))
+				fail(&c, "object %p: on its context's dirty list iff dirty",
+				     (void *)o);
+		}
+		us_list_for_each (wpos, &bk->wbs) {
+			struct us_wb *wb = us_container_of(wpos, struct us_wb, bk_link);
+			uint64_t ndirty = 0, prev = 0;
+
+			us_list_for_each (opos, &wb->dirty_objs) {
+				us_object *o = us_container_of(opos, us_object, dirty_link);
+
+				if (o->wb != wb || !o->ndirty || o->dirtied_when_ns < prev)
+					fail(&c, "context %p: dirty list wrong or out of order",
+					     (void *)wb);
+				prev = o->dirtied_when_ns;
+				ndirty++;
+			}
+			if (wb->chk[0] != wb->dirty || wb->chk[1] != wb->writeback ||
+			    wb->chk[2] != wb->unstable || wb->chk[3] != wb->nobjects ||
+			    wb->chk[4] != ndirty || wb->cleaned < wb->bw_cleaned)
+				fail(&c, "context %p: counters or dirty list do not add up",
+				     (void *)wb);
 		}
 		us_list_for_each (opos, &bk->unstable_objs) {
 			us_object *o = us_container_of(opos, us_object, unstable_link);

@@ -303,6 +303,7 @@ int us_domain_stats(const us_domain *d, struct us_domain_stats *st)
 	s.unstable_bytes = d->c.unstable;
 	s.evictable_bytes = d->c.evictable;
 	s.peak_charged_bytes = d->peak_charged;
+	s.peak_pinned_bytes = d->peak_pinned;
 	s.buffers = d->c.buffers;
 	s.charges = d->ev[US_EV_CHARGES];
 	s.uncharges = d->ev[US_EV_UNCHARGES];

@@ -79,8 +79,9 @@
 /* The ranks of the library's locks, outermost first. */
 enum us_lock_rank {
 	US_LOCK_ENGINE = 1,
-	/* Flusher wake-ups and the callback table: taken only without the
-	 * engine lock (us__kick() runs after the engine lock is dropped). */
+	/* Flusher wake-ups and the callback table: taken with or without the
+	 * engine lock, never the other way round (a flusher drops it before
+	 * polling). */
 	US_LOCK_THREADS = 2,
 };
 
@@ -218,6 +219,7 @@ struct us_domain {
 
 	struct us_counters c;
 	uint64_t peak_charged;
+	uint64_t peak_pinned;
 	uint64_t ev
 		[US_EV__COUNT]; /* Clean unreferenced buffers of this domain alone, oldest first. */
 	struct us_list lru;
@@ -228,7 +230,7 @@ struct us_domain {
 	 * without the engine lock (spent atomically by us_buf_dirty()).
 	 * granted: the credit outstanding in the whole subtree, spent or not,
 	 * until drained into pinned; grants keep pinned + granted below every
-	 * freerun on the chain (throttle.c).
+	 * background threshold on the chain (throttle.c).
 	 */
 	_Atomic int64_t credit;
 	uint64_t granted;
@@ -261,6 +263,7 @@ struct us_wb {
 	uint64_t bw;	      /* estimated bytes per second */
 	uint64_t bw_stamp_ns; /* last sample */
 	uint64_t bw_cleaned;  /* cleaned at the last sample */
+	uint64_t chk[5];      /* scratch for the checker */
 };
 
 struct us_backend {
@@ -345,6 +348,8 @@ struct us_engine {
 	uint64_t dirty_expire_ns, writeback_interval_ns, max_pause_ns, min_pause_ns;
 	uint64_t max_flush_bytes, bw_interval_ns, bw_period_ns, init_bw;
 	uint64_t next_expiry_ns;
+	uint64_t expire_cutoff_ns; /* dirty before it: expired (when expiring) */
+	bool expiring;
 	uint32_t wb_gen;
 	/* Objects with buffers dirtied lock-free (a Treiber stack). */
 	_Atomic(us_object *) pending_objs;
@@ -400,7 +405,7 @@ void us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now);
 /* The thresholds of d now (domain.c). */
 void us__domain_thresholds(const us_domain *d, uint64_t *bg, uint64_t *dirty);
 /* The pause for a writer of o that dirtied bytes; -EAGAIN at the limit. */
-int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns);
+int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake);
 /* Grants o's domain lock-free credit when the chain is below freerun. */
 void us__credit_grant(us_object *o);
 /* Takes back the unspent credit of d's subtree. */
@@ -423,8 +428,10 @@ struct us_batch {
  * bytes (at least one buffer when force), marking them WRITEBACK. */
 int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budget, bool force,
 		      struct us_batch *bt, uint64_t *bytes);
-/* Without the lock: hands the runs to flush; frees the batch. */
-void us__flush_issue(us_engine *e, struct us_batch *bt);
+/* Without the lock: hands the runs to flush; frees the batch. Returns the
+ * number of buffers that failed (not started, or completed with an error
+ * inside the callback). */
+uint64_t us__flush_issue(us_engine *e, struct us_batch *bt);
 
 /* thread.c */
 int us__threads_start(us_engine *e, unsigned n);

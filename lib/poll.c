@@ -43,8 +43,8 @@ static uint64_t sub0(uint64_t a, uint64_t b)
 }
 
 /* Collects this round's work from one writeback context. */
-static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t share, bool expiry, uint64_t cutoff,
-		      struct pending **list, uint64_t *nbufs)
+static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t share, struct pending **list,
+		      uint64_t *nbufs)
 {
 	us_backend *bk = wb->backend;
 	struct us_list *pos, *next;
@@ -60,13 +60,17 @@ static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t share, bool expir
 		next = pos->next;
 		if (why >= 0)
 			reason = (enum us_reason)why;
-		else if (expiry && o->dirtied_when_ns <= cutoff)
+		else if (e->expiring && o->dirtied_when_ns <= e->expire_cutoff_ns)
 			reason = US_REASON_EXPIRY;
 		else
 			break; /* the list is in dirtied order: nothing older follows */
-		budget = sub0(bk->max_inflight, bk->writeback);
-		if (sub0(share, wb->writeback) < budget)
-			budget = sub0(share, wb->writeback);
+		/*
+		 * Its fair share: while every context is within its share the
+		 * shares add up to the cap; a context that took more while it
+		 * was alone keeps it until its writes complete, and cannot
+		 * shut the others out meanwhile.
+		 */
+		budget = sub0(share, wb->writeback);
 		if (budget == 0 && bk->writeback)
 			break;
 		p = us__meta_alloc(e, sizeof(*p));
@@ -102,8 +106,8 @@ static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t share, bool expir
 int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 {
 	struct us_list *bpos, *wpos;
-	uint64_t now, cutoff = 0, total = 0, next;
-	bool expiry, busy = false;
+	uint64_t now, total = 0, next, failed = 0;
+	bool busy = false;
 	int round, rc = 0;
 
 	if (!e)
@@ -122,11 +126,15 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 		us_list_for_each (wpos, &bk->wbs)
 			us__wb_sample(e, us_container_of(wpos, struct us_wb, bk_link), now);
 	}
-	/* Expiry runs on a fixed grid of writeback_interval, whatever the
-	 * times the host polls at: data expires within one interval of its age. */
-	expiry = now >= e->next_expiry_ns;
-	if (expiry) {
-		cutoff = sub0(now, e->dirty_expire_ns);
+	/*
+	 * Expiry runs on a fixed grid of writeback_interval, whatever the times
+	 * the host polls at: data expires within one interval of its age. The
+	 * cutoff stays in force between grid points, so expired data the
+	 * in-flight cap held back goes at the next poll with room.
+	 */
+	if (now >= e->next_expiry_ns) {
+		e->expire_cutoff_ns = sub0(now, e->dirty_expire_ns);
+		e->expiring = now >= e->dirty_expire_ns;
 		e->next_expiry_ns += ((now - e->next_expiry_ns) / e->writeback_interval_ns + 1) *
 				     e->writeback_interval_ns;
 	}
@@ -149,7 +157,7 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 				struct us_wb *wb = us_container_of(wpos, struct us_wb, bk_link);
 
 				if (wb->dirty && rc == 0)
-					rc = collect_wb(e, wb, share, expiry, cutoff, &list, &n);
+					rc = collect_wb(e, wb, share, &list, &n);
 			}
 		}
 		us__unlock(e);
@@ -157,14 +165,16 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 			struct pending *p = list;
 
 			list = p->next;
-			us__flush_issue(e, &p->bt);
+			failed += us__flush_issue(e, &p->bt);
 			us__lock(e);
 			us__meta_free(e, p, sizeof(*p));
 			us__unlock(e);
 		}
 		us__lock(e);
 		total += n;
-		if (n == 0)
+		/* Nothing more, or writes failing: retrying belongs to later
+		 * polls (with backoff), not to this one. */
+		if (n == 0 || failed)
 			break;
 	}
 
@@ -177,6 +187,8 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 	}
 	if (busy && now + e->bw_interval_ns < next)
 		next = now + e->bw_interval_ns;
+	if (round == POLL_ROUNDS)
+		next = now; /* more work than one call does: come back at once */
 	us__unlock(e);
 	if (next_ns)
 		*next_ns = next;

@@ -9,8 +9,9 @@
  * background threshold or at its limit, a virtual clock moved). One code
  * path serves both modes: the threads add nothing but the waiting.
  *
- * Lock order: the engine lock (US_LOCK_ENGINE) is never held while thr_lock
- * is taken; us__kick() is called after the engine lock is dropped.
+ * Lock order: the engine lock (US_LOCK_ENGINE) may be held when thr_lock is
+ * taken (us__kick() from completions), never the reverse: a flusher drops
+ * thr_lock before it polls.
  *
  * Waiting on a virtual clock never sleeps: the waiter moves the clock
  * forward by the time it would have slept, which wakes the flushers, so
@@ -199,6 +200,9 @@ int us_object_balance_wait(us_object *o)
 
 	if (!o)
 		return -EINVAL;
+	/* Polled mode: nobody else would write back while we wait. */
+	if (!o->engine->nthreads)
+		return us_object_balance(o, NULL);
 	if (us__in_callback(o->engine))
 		return -EDEADLK;
 	while ((rc = us_object_balance(o, &pause)) == -EAGAIN) {

@@ -113,9 +113,12 @@ static struct level eval(us_domain *d, struct throttle *t)
 
 	pinned = d->c.dirty + d->c.writeback + d->c.unstable;
 	{
-		uint64_t freerun = l.bg + (l.dirty - l.bg) / 2, used = pinned + d->granted;
+		uint64_t used = pinned + d->granted;
 
-		t->margin = min64(t->margin, freerun > used ? freerun - used : 0);
+		/* Credit stops short of the background threshold, so that
+		 * crossing it always takes the locked path, which wakes the
+		 * flushers. */
+		t->margin = min64(t->margin, l.bg > used ? l.bg - used : 0);
 	}
 	if (pinned > l.bg)
 		t->bg = true;
@@ -176,20 +179,22 @@ static void account_pause(us_domain *d, uint64_t pause)
 			d->max_pause_seen_ns = pause;
 }
 
-int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns)
+int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake)
 {
 	struct throttle t = { 2.0, false, false, false, UINT64_MAX };
 	us_engine *e = o->engine;
 	uint64_t bw = o->wb->bw, pause;
 
 	eval(o->domain, &t);
+	if (wake)
+		*wake = t.bg;
 	if (t.over) {
 		/* Wait for about the time it takes to clean this much, or a tick. */
 		pause = full_rate_pause(e, bytes ? bytes : 1, (double)bw);
 		if (pause < e->min_pause_ns)
 			pause = e->min_pause_ns;
-		if (pause == 0)
-			pause = 1000000;
+		if (pause < US_MSEC) /* a wait, not a spin on the lock */
+			pause = US_MSEC;
 		if (pause > e->max_pause_ns)
 			pause = e->max_pause_ns;
 		o->pause_debt_ns = 0;
@@ -225,7 +230,9 @@ int us_object_balance(us_object *o, uint64_t *pause_ns)
 	us__lock(o->engine);
 	eval(o->domain, &t);
 	if (t.over)
-		rc = us__throttle(o, 0, &pause);
+		rc = us__throttle(o, 0, &pause, NULL);
+	if (t.bg)
+		us__kick(o->engine);
 	us__unlock(o->engine);
 	if (pause_ns)
 		*pause_ns = pause;
@@ -238,12 +245,14 @@ int us_object_balance(us_object *o, uint64_t *pause_ns)
  * Below freerun no writer pauses, so the only question the first dirtying
  * of a buffer must answer is whether it stays below freerun. A domain is
  * granted credit: a quarter of the smallest margin on its chain, where the
- * margin of a domain is freerun - pinned - granted (granted: the credit
+ * margin of a domain is bg_thresh - pinned - granted (granted: the credit
  * outstanding in its subtree). Writers spend it with one atomic each and
  * without the engine lock (buf.c); the next lock holder accounts what was
- * spent. Since every grant fits inside every margin on the chain, pinned
- * plus all outstanding credit stays below each freerun: the cheap check is
- * exact where it matters. Near freerun the margin, hence the grant, shrinks
+ * spent. The margin is taken to the background threshold, below freerun,
+ * so that crossing it always goes through the locked path, which wakes the
+ * flushers. Since every grant fits inside every margin on the chain, pinned
+ * plus all outstanding credit stays below each threshold: the cheap check
+ * is exact where it matters. Near it the margin, hence the grant, shrinks
  * to nothing and every dirtying takes the locked, exact path. Limit changes
  * take all credit back. (Thresholds that shrink because a sibling's charge
  * eats the headroom may leave at most one grant of slack, still below the

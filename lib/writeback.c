@@ -73,14 +73,15 @@ int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budge
 	return (int)(bt->n > INT32_MAX ? INT32_MAX : bt->n);
 }
 
-void us__flush_issue(us_engine *e, struct us_batch *bt)
+uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
 {
 	us_object *o = bt->obj;
 	us_backend *bk;
 	size_t i, j, start;
+	uint64_t failed = 0;
 
 	if (!o)
-		return;
+		return 0;
 	bk = o->backend;
 	/* Hand over runs of adjacent buffers, each at most max_run bytes. */
 	for (start = 0; start < bt->n; start = i) {
@@ -117,6 +118,9 @@ void us__flush_issue(us_engine *e, struct us_batch *bt)
 			if (rc < 0 && b->state == US_BUF_WRITEBACK && b->wb_gen == bt->gen) {
 				b->flags &= (uint8_t)~US_BUF_REDIRTIED;
 				us__buf_set_state(b, US_BUF_DIRTY);
+				failed++;
+			} else if (b->state == US_BUF_DIRTY && (b->flags & US_BUF_ERROR)) {
+				failed++; /* completed with an error inside the callback */
 			}
 			b->refs--;
 			us__buf_lru_update(b);
@@ -130,6 +134,7 @@ void us__flush_issue(us_engine *e, struct us_batch *bt)
 	us__unlock(e);
 	bt->bufs = NULL;
 	bt->obj = NULL;
+	return failed;
 }
 
 int us_object_flush(us_object *o, uint64_t offset, uint64_t length, uint64_t max_run_bytes)
@@ -240,7 +245,9 @@ int us_buf_write_done(us_buf *b, enum us_write_result result, uint64_t seq, int 
 	} else {
 		us__buf_set_state(b, US_BUF_CLEAN);
 	}
+	/* In-flight budget freed, memory cleaned: wake the flushers, with the
+	 * engine lock held so that a destroy cannot free it under the kick. */
+	us__kick(e);
 	us__unlock(e);
-	us__kick(e); /* in-flight budget freed, memory cleaned */
 	return 0;
 }

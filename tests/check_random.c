@@ -445,6 +445,20 @@ static void world_init(struct world *w, uint64_t seed)
 			ck_assert_int_eq(
 				us_domain_set_limit(w->dom[i], US_LIMIT_MAX, max_units[i] * K4), 0);
 	}
+	/*
+	 * Odd seeds: thresholds in bytes, high enough that domains are granted
+	 * lock-free credit, so that dirtying goes through both paths and the
+	 * drain; even seeds: the default ratios, small enough that it never does.
+	 */
+	if (seed % 2) {
+		for (i = 0; i < NDOM; i++) {
+			ck_assert_int_eq(
+				us_domain_set_limit(w->dom[i], US_LIMIT_DIRTY_BYTES, 88 * K4), 0);
+			ck_assert_int_eq(
+				us_domain_set_limit(w->dom[i], US_LIMIT_DIRTY_BG_BYTES, 80 * K4),
+				0);
+		}
+	}
 	tb_init(&w->tb[0], w->e, true, false);
 	tb_init(&w->tb[1], w->e, false, true);
 	for (i = 0; i < 2; i++) {

@@ -193,22 +193,38 @@ START_TEST(test_inflight_cap_and_one_write_per_buffer)
 	for (i = 0; i < 100; i++)
 		dirty_at(o, i * K4, K4);
 	/* Each poll fills the cap; each completion makes room for one more. */
-	for (i = 0; i < 200 && written < 100; i++) {
+	for (i = 0; i < 400 && written < 100; i++) {
 		written += (uint64_t)poll_at(e, (i + 1) * MS);
 		ck_assert_int_eq(us_backend_stats(t.backend, &bs), 0);
 		ck_assert_uint_le(bs.writeback_bytes, 16 * K4);
 		ck_assert_uint_eq(bs.writeback_bytes, t.npending * K4);
 		if (i == 0)
 			ck_assert_uint_eq(t.npending, 16);
-		/* Redirty one buffer in flight: it must not be handed out again. */
-		if (t.npending) {
-			b = t.pending[0];
-			ck_assert_int_eq(us_buf_lookup(o, us_buf_offset(b), &b), 0);
+		/*
+		 * Redirty one buffer in flight, free a slot and poll again: the
+		 * redirtied buffer must not be handed out a second time while
+		 * its first write is in flight.
+		 */
+		if (t.npending >= 2) {
+			us_buf *r = t.pending[0];
+			size_t k, seen = 0;
+
+			ck_assert_int_eq(us_buf_lookup(o, us_buf_offset(r), &b), 0);
 			ck_assert_int_ge(us_buf_dirty(b, NULL), 0);
 			ck_assert_int_eq(us_buf_put(b), 0);
-			ck_assert_int_eq(tb_complete(&t, 0, US_WRITE_STABLE, 0, 0), 0);
-			ck_assert_int_eq(us_buf_state(b), US_BUF_DIRTY);
-			written--; /* it goes around once more */
+			ck_assert_int_eq(tb_complete(&t, t.npending - 1, US_WRITE_STABLE, 0, 0), 0);
+			written += (uint64_t)poll_at(e, (i + 1) * MS + 1);
+			for (k = 0; k < t.npending; k++)
+				seen += t.pending[k] == r;
+			ck_assert_uint_eq(seen, 1);
+			ck_assert_int_eq(us_backend_stats(t.backend, &bs), 0);
+			ck_assert_uint_le(bs.writeback_bytes, 16 * K4);
+			/* Its write completes: DIRTY again, it goes around once more. */
+			for (k = 0; t.pending[k] != r; k++)
+				;
+			ck_assert_int_eq(tb_complete(&t, k, US_WRITE_STABLE, 0, 0), 0);
+			ck_assert_int_eq(us_buf_state(r), US_BUF_DIRTY);
+			written--;
 		}
 		if (t.npending)
 			ck_assert_int_eq(tb_complete(&t, t.npending - 1, US_WRITE_STABLE, 0, 0), 0);
@@ -337,6 +353,90 @@ START_TEST(test_flushing_continues_over_threshold)
 }
 END_TEST
 
+/*
+ * The Lustre livelock the other way round: with the domain far over its
+ * thresholds because of unstable data nobody commits, new dirty data is
+ * still written at every poll.
+ */
+START_TEST(test_flushing_continues_with_unstable)
+{
+	us_engine *e = tu_engine(1u << 30);
+	us_domain *d = mk(e, "d", 8 * K4, 16 * K4);
+	us_object *o;
+	struct tb t;
+	uint64_t i, j, off = 0;
+
+	tb_init(&t, e, true, false);
+	t.mode = TB_UNSTABLE; /* acknowledged at once, never committed */
+	ck_assert_int_eq(us_backend_set_max_inflight(t.backend, 4 * K4), 0);
+	ck_assert_int_eq(us_object_create(t.backend, d, NULL, &o), 0);
+	for (j = 0; j < 8; j++) /* to the background threshold, not past it */
+		dirty_at(o, (off++) * K4, K4);
+	ck_assert_int_eq(poll_at(e, MS), 0);
+	for (i = 0; i < 8; i++) {
+		size_t runs = t.nruns;
+
+		for (j = 0; j < 4; j++)
+			dirty_at(o, (off++) * K4, K4);
+		/* Everything dirty goes, the first time the 8 old buffers too. */
+		ck_assert_int_eq(poll_at(e, (i + 2) * MS), i == 0 ? 12 : 4);
+		ck_assert_uint_gt(t.nruns, runs);
+		ck_assert(t.runs[t.nruns - 1].reason == US_REASON_BACKGROUND ||
+			  t.runs[t.nruns - 1].reason == US_REASON_THROTTLE);
+		ck_assert_uint_eq(tu_stats(d).dirty_bytes, 0);
+		ck_assert_uint_eq(tu_stats(d).unstable_bytes, off * K4);
+	}
+	us_backend_commit_done(t.backend, UINT64_MAX);
+	drain(e, &t, NULL, &o, 1);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
+/*
+ * A filled the backend's whole in-flight cap while it was alone, and its
+ * writes are stuck; B starts later: B still gets its share at once.
+ */
+START_TEST(test_isolation_late_start)
+{
+	us_engine *e = tu_engine(1u << 30);
+	us_domain *a = mk(e, "a", K4, 1000 * K4), *b = mk(e, "b", K4, 1000 * K4);
+	us_object *oa, *ob;
+	struct tb t;
+	struct us_backend_stats bs = { .size = sizeof(bs) };
+	uint64_t i;
+
+	tb_init(&t, e, true, false); /* holds every write */
+	ck_assert_int_eq(us_backend_set_max_inflight(t.backend, 16 * K4), 0);
+	ck_assert_int_eq(us_object_create(t.backend, a, NULL, &oa), 0);
+	ck_assert_int_eq(us_object_create(t.backend, b, NULL, &ob), 0);
+	for (i = 0; i < 64; i++)
+		dirty_at(oa, i * K4, K4);
+	ck_assert_int_eq(poll_at(e, MS), 16);
+	for (i = 0; i < 16; i++)
+		dirty_at(ob, i * K4, K4);
+	/* Two contexts now: B's share is half the cap, A has it all. */
+	ck_assert_int_eq(poll_at(e, 2 * MS), 8);
+	ck_assert_uint_eq(tu_stats(b).writeback_bytes, 8 * K4);
+	ck_assert_int_eq(us_backend_stats(t.backend, &bs), 0);
+	ck_assert_uint_eq(bs.writeback_bytes, 24 * K4);
+	/* As A's writes complete, A does not get back above its share. */
+	for (i = 0; i < 16; i++) {
+		size_t k;
+
+		for (k = 0; k < t.npending && us_buf_object(t.pending[k]) != oa; k++)
+			;
+		if (k < t.npending)
+			ck_assert_int_eq(tb_complete(&t, k, US_WRITE_STABLE, 0, 0), 0);
+		poll_at(e, (3 + i) * MS);
+		ck_assert_uint_le(tu_stats(a).writeback_bytes, 16 * K4 - (i + 1) * K4 > 8 * K4 ?
+								       16 * K4 - (i + 1) * K4 :
+								       8 * K4);
+	}
+	drain(e, &t, NULL, (us_object *[]){ oa, ob }, 2);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
 /* Blocking calls from inside a callback refuse instead of waiting. */
 static int deadlk_dirty = 1, deadlk_wait = 1;
 
@@ -404,6 +504,8 @@ int main(void)
 	tcase_add_loop_test(tc, test_isolation_between_domains, 0, 2);
 	tcase_add_test(tc, test_stalled_backend_does_not_starve_another);
 	tcase_add_test(tc, test_flushing_continues_over_threshold);
+	tcase_add_test(tc, test_flushing_continues_with_unstable);
+	tcase_add_test(tc, test_isolation_late_start);
 	tcase_add_test(tc, test_blocking_inside_callback);
 	suite_add_tcase(s, tc);
 	return tu_run(s);

@@ -373,9 +373,12 @@ US_EXPORT int us_backend_destroy(us_backend *b);
  * flight. The engine's own writeback shares the cap fairly between the
  * writeback contexts (domains) using the backend: each may fill at most
  * cap / active contexts, so one domain's slow stream never takes another's
- * share. A single buffer larger than the cap is still written when nothing
- * else is in flight. us_object_flush() ignores the cap. Errors: -EINVAL
- * (NULL, 0).
+ * share. While every context stays within its share the cap holds; a
+ * context that filled it while it was alone keeps what it has in flight,
+ * and the others still get their shares (so at most twice the cap, until
+ * those writes complete). A single buffer larger than the cap is still
+ * written when nothing else is in flight. us_object_flush() ignores the
+ * cap. Errors: -EINVAL (NULL, 0).
  */
 US_EXPORT int us_backend_set_max_inflight(us_backend *b, uint64_t bytes);
 
@@ -437,7 +440,9 @@ US_EXPORT int us_object_balance(us_object *o, uint64_t *pause_ns);
 /*
  * The blocking gate: waits (on the engine's clock: a virtual clock is
  * advanced instead of sleeping) until o's domain and its ancestors are under
- * their dirty limits. Errors: -EINVAL, -EDEADLK (called from inside a
+ * their dirty limits. In polled mode it does not wait (nothing would write
+ * back meanwhile): it is us_object_balance(o, NULL). Errors: -EINVAL,
+ * -EAGAIN (polled mode, at the limit), -EDEADLK (called from inside a
  * callback of this engine, where it would wait for itself).
  */
 US_EXPORT int us_object_balance_wait(us_object *o);
@@ -619,6 +624,7 @@ struct us_domain_stats {
 	uint64_t unstable_bytes;
 	uint64_t evictable_bytes; /* clean and unreferenced */
 	uint64_t peak_charged_bytes;
+	uint64_t peak_pinned_bytes; /* highest dirty + writeback + unstable */
 	uint64_t buffers;
 	/* Event counts since creation. */
 	uint64_t charges;   /* buffers created */
