@@ -621,17 +621,11 @@ static int nested_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n
 	return 0;
 }
 
-static int sync_ok(void *ctx, us_backend *b, enum us_reason reason)
-{
-	(void)ctx;
-	(void)b;
-	(void)reason;
-	return 0;
-}
-
 START_TEST(test_failed_flush_keeps_newer_write)
 {
-	struct us_backend_ops ops = { .size = sizeof(ops), .flush = nested_flush, .sync = sync_ok };
+	struct us_backend_ops ops = { .size = sizeof(ops),
+				      .flush = nested_flush,
+				      .sync = tu_sync_ok };
 	struct tb t;
 	us_engine *e = tu_engine(1u << 30);
 	us_backend *bk;

@@ -129,15 +129,7 @@ START_TEST(test_pause_values)
 	ck_assert_int_eq(us_engine_set_param(e, US_PARAM_MIN_PAUSE_NS, 0), 0);
 	ck_assert_int_eq(us_object_create(t.backend, d, NULL, &o), 0);
 	/* Fill to the setpoint (1750 units) minus one buffer, without pauses. */
-	ck_assert_int_ge(us_buf_get(o, 0, 1749 * K4, US_GET_NODATA, &(us_buf *){ NULL }), 0);
-	{
-		us_buf *b;
-
-		ck_assert_int_eq(us_buf_lookup(o, 0, &b), 0);
-		ck_assert_int_eq(us_buf_dirty(b, &p), 0);
-		ck_assert_int_eq(us_buf_put(b), 0);
-		ck_assert_int_eq(us_buf_put(b), 0);
-	}
+	ck_assert_int_eq(dirty_new(o, 0, 1749 * K4, &p), 0);
 	dirty_new(o, 1749 * K4, K4, &p); /* pinned = setpoint: pos_ratio 1 */
 	ck_assert_uint_le(p > full ? p - full : full - p, full / 100 + 1);
 	ck_assert_int_eq(us_engine_set_param(e, US_PARAM_MAX_PAUSE_NS, full / 2), 0);
@@ -160,15 +152,7 @@ START_TEST(test_min_pause_accumulates)
 
 	tb_init(&t, e, true, false);
 	ck_assert_int_eq(us_object_create(t.backend, d, NULL, &o), 0);
-	ck_assert_int_ge(us_buf_get(o, 0, 1600 * K4, US_GET_NODATA, &(us_buf *){ NULL }), 0);
-	{
-		us_buf *b;
-
-		ck_assert_int_eq(us_buf_lookup(o, 0, &b), 0);
-		ck_assert_int_ge(us_buf_dirty(b, &p), 0);
-		ck_assert_int_eq(us_buf_put(b), 0);
-		ck_assert_int_eq(us_buf_put(b), 0);
-	}
+	dirty_new(o, 0, 1600 * K4, &p);
 	struct us_domain_stats s0 = tu_stats(d);
 
 	for (i = 0; i < 300; i++) {

@@ -456,17 +456,11 @@ static int deadlk_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n
 	return 0;
 }
 
-static int sync_ok(void *ctx, us_backend *b, enum us_reason reason)
-{
-	(void)ctx;
-	(void)b;
-	(void)reason;
-	return 0;
-}
-
 START_TEST(test_blocking_inside_callback)
 {
-	struct us_backend_ops ops = { .size = sizeof(ops), .flush = deadlk_flush, .sync = sync_ok };
+	struct us_backend_ops ops = { .size = sizeof(ops),
+				      .flush = deadlk_flush,
+				      .sync = tu_sync_ok };
 	struct us_engine_options opts;
 	us_engine *e;
 	us_backend *bk;

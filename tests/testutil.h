@@ -91,6 +91,9 @@ uint64_t tsim_next(const struct tsim *s);
 /* Delivers every completion due at now_ns. */
 void tsim_deliver(struct tsim *s, uint64_t now_ns);
 
+/* A sync callback that does nothing, for backends that only need one. */
+int tu_sync_ok(void *ctx, us_backend *b, enum us_reason reason);
+
 /* An engine with a virtual clock and the given root max. */
 us_engine *tu_engine(uint64_t memory_bytes);
 
