@@ -68,12 +68,38 @@ struct level {
 };
 
 struct throttle {
-	double pos;	 /* smallest position ratio on the chain */
-	bool bg;	 /* some domain is past its background threshold */
-	bool paused;	 /* some domain is past its freerun */
-	bool over;	 /* some domain is at its dirty limit */
-	uint64_t margin; /* smallest freerun - pinned - granted on the chain */
+	double pos;	  /* smallest position ratio on the chain */
+	bool bg;	  /* some domain is past its background threshold */
+	bool paused;	  /* some domain is past its freerun */
+	bool over;	  /* some domain is at its dirty limit */
+	uint64_t margin;  /* smallest freerun - pinned - granted on the chain */
+	struct us_wb *wb; /* the writer's context, for its floor; or NULL */
 };
+
+/*
+ * The floor of a writeback context. A domain writing to several backends
+ * counts them all in its pinned bytes, so one stalled backend could fill the
+ * domain's dirty limit and stop the domain's writers to every other backend
+ * (the stalls of a few hundred kB/s Linux saw with FUSE before it gave each
+ * writeback context a share under strict limits). Here, when its domain is
+ * at the dirty limit but other contexts of the domain hold the pinned data,
+ * a context that holds less than dirty / (2 * active contexts) is not
+ * stopped: its writers run at its own measured bandwidth (pos_ratio 1). The
+ * domain may then pass its dirty limit by at most half of it; its max, which
+ * bounds memory, is never crossed.
+ */
+static bool under_floor(const us_domain *d, const struct us_wb *wb, uint64_t dirty)
+{
+	uint64_t active = 0, own = wb->dirty + wb->writeback + wb->unstable;
+	const struct us_list *pos;
+
+	us_list_for_each (pos, &d->wbs) {
+		const struct us_wb *w = us_container_of(pos, struct us_wb, dom_link);
+
+		active += w == wb || w->dirty || w->writeback || w->unstable;
+	}
+	return active > 1 && own < dirty / (2 * active);
+}
 
 static uint64_t ratio_of(uint64_t base, uint64_t pct)
 {
@@ -122,7 +148,11 @@ static struct level eval(us_domain *d, struct throttle *t)
 	}
 	if (pinned > l.bg)
 		t->bg = true;
-	if (pinned >= l.dirty) {
+	if (pinned >= l.dirty && t->wb && t->wb->domain == d && under_floor(d, t->wb, l.dirty)) {
+		t->paused = true;
+		if (t->pos > 1.0)
+			t->pos = 1.0;
+	} else if (pinned >= l.dirty) {
 		t->over = true;
 		t->paused = true;
 		t->pos = 0;
@@ -181,10 +211,11 @@ static void account_pause(us_domain *d, uint64_t pause)
 
 int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake)
 {
-	struct throttle t = { 2.0, false, false, false, UINT64_MAX };
+	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL };
 	us_engine *e = o->engine;
 	uint64_t bw = o->wb->bw, pause;
 
+	t.wb = o->wb;
 	eval(o->domain, &t);
 	if (wake)
 		*wake = t.bg;
@@ -221,13 +252,14 @@ int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake)
 
 int us_object_balance(us_object *o, uint64_t *pause_ns)
 {
-	struct throttle t = { 2.0, false, false, false, UINT64_MAX };
+	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL };
 	uint64_t pause = 0;
 	int rc = 0;
 
 	if (!o)
 		return -EINVAL;
 	us__lock(o->engine);
+	t.wb = o->wb;
 	eval(o->domain, &t);
 	if (t.over)
 		rc = us__throttle(o, 0, &pause, NULL);
@@ -263,7 +295,7 @@ int us_object_balance(us_object *o, uint64_t *pause_ns)
 
 void us__credit_grant(us_object *o)
 {
-	struct throttle t = { 2.0, false, false, false, UINT64_MAX };
+	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL };
 	us_domain *d = o->domain, *a;
 	uint64_t g;
 
@@ -295,7 +327,7 @@ void us__credit_revoke(us_domain *d)
 
 int us__wb_reason(struct us_wb *wb)
 {
-	struct throttle t = { 2.0, false, false, false, UINT64_MAX };
+	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL };
 
 	eval(wb->domain, &t);
 	if (t.paused)

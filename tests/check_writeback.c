@@ -437,6 +437,48 @@ START_TEST(test_isolation_late_start)
 }
 END_TEST
 
+/*
+ * One domain on two backends: the first stalls with the domain's whole
+ * dirty limit in flight; the domain's writer to the second backend keeps
+ * going on its context's floor, and the dirty limit is passed by no more
+ * than half of it.
+ */
+START_TEST(test_context_floor_between_backends)
+{
+	us_engine *e = tu_engine(1u << 30);
+	us_domain *d = mk(e, "d", 8 * K4, 16 * K4);
+	us_object *os, *of;
+	struct tb stall;
+	struct tsim s;
+	uint64_t t, i, off = 0, pause;
+
+	tb_init(&stall, e, true, false);
+	tsim_init(&s, e, 4u << 20, MS);
+	ck_assert_int_eq(us_object_create(stall.backend, d, NULL, &os), 0);
+	ck_assert_int_eq(us_object_create(s.backend, d, NULL, &of), 0);
+	for (i = 0; i < 16; i++)
+		dirty_at(os, i * K4, K4);
+	poll_at(e, MS);
+	ck_assert_uint_eq(stall.npending, 16);
+	ck_assert_int_eq(us_object_balance(os, &pause), -EAGAIN);
+	for (t = 2 * MS; t <= 2 * SEC; t += MS) {
+		tsim_deliver(&s, t);
+		poll_at(e, t);
+		for (i = 0; i < 8 && us_object_balance(of, &pause) == 0; i++)
+			dirty_at(of, (off++) * K4, K4);
+		poll_at(e, t);
+		ck_assert_uint_le(tu_stats(d).dirty_bytes + tu_stats(d).writeback_bytes,
+				  16 * K4 + 16 * K4 / 2 + K4);
+	}
+	/* The stalled context's writers stay stopped; the other wrote on. */
+	ck_assert_int_eq(us_object_balance(os, &pause), -EAGAIN);
+	ck_assert_uint_ge(off * K4, 1u << 20);
+	drain(e, &stall, &s, (us_object *[]){ os, of }, 2);
+	tsim_fini(&s);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
 /* Blocking calls from inside a callback refuse instead of waiting. */
 static int deadlk_dirty = 1, deadlk_wait = 1;
 
@@ -500,6 +542,7 @@ int main(void)
 	tcase_add_test(tc, test_flushing_continues_over_threshold);
 	tcase_add_test(tc, test_flushing_continues_with_unstable);
 	tcase_add_test(tc, test_isolation_late_start);
+	tcase_add_test(tc, test_context_floor_between_backends);
 	tcase_add_test(tc, test_blocking_inside_callback);
 	suite_add_tcase(s, tc);
 	return tu_run(s);

@@ -55,7 +55,10 @@ echo "install: (a) pkg-config: $flags"
 "$cc" -std=c11 -Wall -Wextra -Werror -o "$tmp/consumer-pc" \
 	"$src/examples/consumer/consumer.c" $flags
 LD_LIBRARY_PATH=$libdir "$tmp/consumer-pc"
-if ! LD_LIBRARY_PATH=$libdir ldd "$tmp/consumer-pc" | grep -q "$libdir/libunstable.so.0"; then
+# Output captured first: with pipefail, "ldd | grep -q" fails at random when
+# grep exits on its first match and ldd gets SIGPIPE.
+deps=$(LD_LIBRARY_PATH=$libdir ldd "$tmp/consumer-pc")
+if [[ $deps != *"$libdir/libunstable.so.0"* ]]; then
 	echo "install: FAIL: consumer-pc did not load libunstable.so.0 from $libdir"
 	LD_LIBRARY_PATH=$libdir ldd "$tmp/consumer-pc"
 	exit 1
@@ -76,7 +79,8 @@ for kind in shared static; do
 	fi
 	"$tmp/cb-$kind/consumer"
 done
-if ldd "$tmp/cb-static/consumer" | grep -q libunstable; then
+deps=$(ldd "$tmp/cb-static/consumer")
+if [[ $deps == *libunstable* ]]; then
 	echo "install: FAIL: the static consumer loads libunstable.so"
 	exit 1
 fi

@@ -549,7 +549,11 @@ US_EXPORT int us_buf_put(us_buf *b);
  * bytes newly dirtied over the allowed rate (the writeback context's
  * bandwidth scaled by a position ratio that falls to 0 at the limit),
  * accumulated per object until US_PARAM_MIN_PAUSE_NS, never above
- * US_PARAM_MAX_PAUSE_NS. Returns 0; or US_DIRTY_OVER_LIMIT when a domain is
+ * US_PARAM_MAX_PAUSE_NS. A writeback context whose domain is at its limit
+ * because of other contexts (another, stalled backend) keeps a floor of
+ * dirty / (2 * active contexts) and is not stopped below it, so the domain
+ * may pass its dirty limit by up to half of it (never its max).
+ * Returns 0; or US_DIRTY_OVER_LIMIT when a domain is
  * at or above its dirty limit: the caller must then wait until
  * us_object_balance() returns 0 before dirtying more (*pause_ns holds the
  * first wait). Errors: -EINVAL (NULL, no reference held).
