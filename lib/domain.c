@@ -222,37 +222,20 @@ int us_domain_get_limit(const us_domain *d, enum us_limit which, uint64_t *value
 	return rc;
 }
 
-/* The headroom of d and all its ancestors: the bytes d's subtree may add. */
-static uint64_t headroom(const us_domain *d)
-{
-	uint64_t h = US_UNLIMITED;
-
-	for (; d; d = d->parent) {
-		if (d->max != US_UNLIMITED) {
-			uint64_t room = d->max > d->c.charged ? d->max - d->c.charged : 0;
-
-			if (room < h)
-				h = room;
-		}
-	}
-	return h;
-}
-
-uint64_t us__domain_max_eff(const us_domain *d)
-{
-	uint64_t h = headroom(d);
-
-	return h == US_UNLIMITED ? US_UNLIMITED : d->c.charged + h;
-}
-
-static uint64_t high_eff(const us_domain *d)
+/*
+ * A limit of d as it binds now: d's charged bytes plus the smallest room
+ * left under that limit (max, or high) by d and every ancestor.
+ */
+static uint64_t bound(const us_domain *d, bool high)
 {
 	uint64_t h = US_UNLIMITED;
 	const us_domain *a;
 
 	for (a = d; a; a = a->parent) {
-		if (a->high != US_UNLIMITED) {
-			uint64_t room = a->high > a->c.charged ? a->high - a->c.charged : 0;
+		uint64_t lim = high ? a->high : a->max;
+
+		if (lim != US_UNLIMITED) {
+			uint64_t room = lim > a->c.charged ? lim - a->c.charged : 0;
 
 			if (room < h)
 				h = room;
@@ -273,8 +256,8 @@ int us_domain_effective_limits(const us_domain *d, struct us_domain_limits *out)
 	e = d->engine;
 	memset(&l, 0, sizeof(l));
 	us__lock(e);
-	l.max_bytes = us__domain_max_eff(d);
-	l.high_bytes = high_eff(d);
+	l.max_bytes = bound(d, false);
+	l.high_bytes = bound(d, true);
 	if (l.high_bytes > l.max_bytes)
 		l.high_bytes = l.max_bytes;
 	us__domain_thresholds(d, &l.bg_thresh_bytes, &l.dirty_thresh_bytes);

@@ -386,7 +386,6 @@ void us__arena_purge(us_engine *e, unsigned ind);
 /* domain.c */
 void us__domain_add(us_domain *d, size_t field, int64_t delta);
 void us__domain_event(us_domain *d, enum us_event ev, uint64_t n);
-uint64_t us__domain_max_eff(const us_domain *d);
 
 /* buf.c: state changes with their accounting. Called with the lock held. */
 void us__buf_set_state(us_buf *b, enum us_buf_state to);

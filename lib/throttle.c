@@ -233,8 +233,10 @@ int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake)
 		*pause_ns = pause;
 		return -EAGAIN;
 	}
-	if (!t.paused) {
-		o->pause_debt_ns = 0;
+	if (!t.paused || !bytes) {
+		/* Below freerun the debt is forgiven; nothing new, nothing owed. */
+		if (!t.paused)
+			o->pause_debt_ns = 0;
 		*pause_ns = 0;
 		return 0;
 	}
@@ -252,18 +254,16 @@ int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake)
 
 int us_object_balance(us_object *o, uint64_t *pause_ns)
 {
-	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL };
 	uint64_t pause = 0;
-	int rc = 0;
+	bool wake = false;
+	int rc;
 
 	if (!o)
 		return -EINVAL;
 	us__lock(o->engine);
-	t.wb = o->wb;
-	eval(o->domain, &t);
-	if (t.over)
-		rc = us__throttle(o, 0, &pause, NULL);
-	if (t.bg)
+	/* Nothing dirtied: only the gate at the limit can hold the writer. */
+	rc = us__throttle(o, 0, &pause, &wake);
+	if (wake)
 		us__kick(o->engine);
 	us__unlock(o->engine);
 	if (pause_ns)
