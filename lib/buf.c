@@ -93,7 +93,6 @@ void us__buf_set_state(us_buf *b, enum us_buf_state to)
 {
 	enum us_buf_state from = b->state;
 
-	assert(from != US_BUF__DIRTYING);
 	if (from == to)
 		return;
 	account(b, from, to);
@@ -102,77 +101,69 @@ void us__buf_set_state(us_buf *b, enum us_buf_state to)
 }
 
 /*
- * Drains the lock-free dirtyings: each buffer moved CLEAN -> DIRTYING by
- * us_buf_dirty() is accounted CLEAN -> DIRTY here, and the credit it spent
- * leaves the chain's granted bytes, now that it is part of pinned.
- *
- * Objects are taken off the engine's stack before their buffers are taken
- * off theirs, and queued is cleared in between, so that a buffer pushed
- * meanwhile re-queues its object for the next drain.
+ * Applies one lock-free dirtying queued by a writer cache: what the locked
+ * path of us_buf_dirty() would have done then, now. The credit it spent
+ * leaves the chain's granted bytes: if the buffer was CLEAN it became part
+ * of pinned; if not (two writers queued it, or it was accounted and moved
+ * on before this drain), it pinned nothing new and the credit is simply
+ * used up. The entry's writer still holds its reference, or drained its
+ * queue before it let go (every lock drains), so b is alive and attached.
  */
-void us__drain(us_engine *e)
+void us__drain_buf(us_engine *e, us_buf *b)
 {
-	us_object *o = atomic_exchange(&e->pending_objs, NULL);
+	us_object *o = b->obj;
+	us_domain *a;
 
-	while (o) {
-		us_object *next_o = o->pending_next;
-		us_buf *b;
-
-		atomic_store(&o->queued, false);
-		b = atomic_exchange(&o->pending, NULL);
-		while (b) {
-			us_buf *next_b = b->pending_next;
-			us_domain *a;
-
-			assert(b->state == US_BUF__DIRTYING);
-			account(b, US_BUF_CLEAN, US_BUF_DIRTY);
-			b->state = US_BUF_DIRTY;
-			us__domain_event(o->domain, US_EV_DIRTIED, 1);
-			for (a = o->domain; a; a = a->parent)
-				a->granted -= b->length;
-			b = next_b;
+	(void)e;
+	atomic_store_explicit(&b->lf_tag, 0, memory_order_relaxed);
+	for (a = o->domain; a; a = a->parent)
+		a->granted -= b->length;
+	if (!b->attached)
+		return;
+	switch (atomic_load_explicit(&b->state, memory_order_relaxed)) {
+	case US_BUF_CLEAN:
+		us__buf_set_state(b, US_BUF_DIRTY);
+		us__domain_event(o->domain, US_EV_DIRTIED, 1);
+		break;
+	case US_BUF_UNSTABLE:
+		us__buf_unstable_unlink(b);
+		us__buf_set_state(b, US_BUF_DIRTY);
+		us__domain_event(o->domain, US_EV_DIRTIED, 1);
+		break;
+	case US_BUF_WRITEBACK:
+		if (!(b->flags & US_BUF_REDIRTIED)) {
+			b->flags |= US_BUF_REDIRTIED;
+			us__domain_event(o->domain, US_EV_REDIRTIED, 1);
 		}
-		o = next_o;
+		break;
+	default:
+		break;
 	}
 }
 
 /*
  * The lock-free first dirtying of a CLEAN buffer the caller references:
- * spend the domain's credit, claim the buffer, queue it for the drain.
- * Returns false when the locked path must run instead.
+ * spend the thread's credit for the domain and queue the buffer in the
+ * thread's cache, with plain stores (tcache.c). Returns false when the
+ * locked path must run instead: no cache for this engine yet, no credit
+ * for this domain, credit taken back, or the queue at its bound.
  */
 static bool dirty_lockfree(us_buf *b)
 {
-	us_object *o = b->obj;
-	us_domain *d = o->domain;
-	int64_t len = b->length;
-	uint8_t clean = US_BUF_CLEAN;
-	us_buf *head;
-	us_object *ohead;
+	struct us_tcache *tc = us__tls.tc;
+	us_domain *d = b->obj->domain;
+	int64_t credit;
 
-	if (atomic_load_explicit(&d->credit, memory_order_relaxed) < len)
+	if (!tc)
 		return false;
-	if (atomic_fetch_sub(&d->credit, len) < len) {
-		atomic_fetch_add(&d->credit, len);
+	credit = atomic_load_explicit(&tc->credit, memory_order_relaxed);
+	if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d ||
+	    tc->gen != atomic_load_explicit(&d->credit_gen, memory_order_relaxed) ||
+	    credit < (int64_t)b->length)
 		return false;
-	}
-	if (!atomic_compare_exchange_strong(&b->state, &clean, US_BUF__DIRTYING)) {
-		atomic_fetch_add(&d->credit, len);
+	if (!us__tcache_push(tc, b))
 		return false;
-	}
-	head = atomic_load(&o->pending);
-	do
-		b->pending_next = head;
-	while (!atomic_compare_exchange_weak(&o->pending, &head, b));
-	if (!atomic_load_explicit(&o->queued, memory_order_relaxed) &&
-	    !atomic_exchange(&o->queued, true)) {
-		us_engine *e = o->engine;
-
-		ohead = atomic_load(&e->pending_objs);
-		do
-			o->pending_next = ohead;
-		while (!atomic_compare_exchange_weak(&e->pending_objs, &ohead, o));
-	}
+	atomic_store_explicit(&tc->credit, credit - (int64_t)b->length, memory_order_relaxed);
 	return true;
 }
 
@@ -406,7 +397,7 @@ int us_buf_ref(us_buf *b)
 	if (!b)
 		return -EINVAL;
 	e = b->obj->engine;
-	us__lock(e);
+	us__lock_nodrain(e);
 	if (!b->refs || b->refs == UINT32_MAX) {
 		us__unlock(e);
 		return -EINVAL;
@@ -423,7 +414,9 @@ int us_buf_put(us_buf *b)
 	if (!b)
 		return -EINVAL;
 	e = b->obj->engine;
-	us__lock(e);
+	/* The last reference must not go while b waits in a queue: b's queues
+	 * are those of b's domain. */
+	us__lock_domain(e, b->obj->domain);
 	if (!b->refs) {
 		us__unlock(e);
 		return -EINVAL;
@@ -434,8 +427,74 @@ int us_buf_put(us_buf *b)
 	return 0;
 }
 
+/*
+ * THE FAST PATHS of us_buf_dirty(), without the engine lock.
+ *
+ * First dirtying of a CLEAN buffer: spend the thread's credit, granted only
+ * below the background threshold where no writer pauses, and queue the
+ * buffer for the next lock holder, with plain stores (tcache.c). That needs
+ * no fence: the queue is published with release after the caller's data,
+ * and reading a stale CLEAN only queues a buffer that the drain then finds
+ * already dirty. The common case (credit in hand, room in the segment) is
+ * written out in us_buf_dirty() itself, a leaf without a stack frame; all
+ * else goes to dirty_slow().
+ *
+ * Rewriting a buffer already dirty pins nothing new, so it is neither
+ * throttled nor locked (as in Linux, only newly dirtied pages are
+ * balanced). Returning without doing anything is the one decision that must
+ * not read stale state: the caller's data stores could still sit in its
+ * store buffer while a flusher moves the buffer to WRITEBACK and copies the
+ * old bytes, and the new ones would never be written. Hence the full fence
+ * between the caller's stores and the loads that allow it, paired with the
+ * engine lock the flusher releases before its callback reads the data. It
+ * is skipped when the buffer is DIRTY, or queued by this very thread and
+ * not drained yet (its entry is published, so the next lock sees it).
+ *
+ * The thread's cache is the one it used last, whichever engine that was:
+ * its credit names a domain and that domain's generation, unique in the
+ * process, so credit for another engine's domain never matches, and its
+ * tag is unique too.
+ */
+#if defined(__GNUC__)
+int us__dirty_slow(us_buf *b, uint64_t *pause_ns) __attribute__((noinline));
+#else
+int us__dirty_slow(us_buf *b, uint64_t *pause_ns);
+#endif
+
 int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 {
+	struct us_tcache *tc = us__tls.tc;
+	us_domain *d;
+	int64_t credit;
+	unsigned i;
+
+	if (!b || !tc || atomic_load_explicit(&b->refs, memory_order_relaxed) == 0 ||
+	    atomic_load_explicit(&b->state, memory_order_relaxed) != US_BUF_CLEAN ||
+	    atomic_load_explicit(&b->lf_tag, memory_order_relaxed) == tc->tag)
+		goto slow;
+	d = b->obj->domain;
+	credit = atomic_load_explicit(&tc->credit, memory_order_relaxed) - (int64_t)b->length;
+	i = tc->pidx;
+	if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d ||
+	    tc->gen != atomic_load_explicit(&d->credit_gen, memory_order_relaxed) || credit < 0 ||
+	    i == US_TC_SEG)
+		goto slow;
+	if (pause_ns)
+		*pause_ns = 0;
+	atomic_store_explicit(&b->lf_tag, tc->tag, memory_order_relaxed);
+	tc->pseg->slot[i] = b;
+	tc->pidx = i + 1;
+	atomic_store_explicit(&tc->credit, credit, memory_order_relaxed);
+	atomic_store_explicit(&tc->tail, atomic_load_explicit(&tc->tail, memory_order_relaxed) + 1,
+			      memory_order_release);
+	return 0;
+slow:
+	return us__dirty_slow(b, pause_ns);
+}
+
+int us__dirty_slow(us_buf *b, uint64_t *pause_ns)
+{
+	struct us_tcache *tc;
 	uint64_t newly = 0, pause = 0;
 	bool wake = false;
 	us_engine *e;
@@ -443,20 +502,20 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 
 	if (!b)
 		return -EINVAL;
-	/*
-	 * The fast paths, without the engine lock. Rewriting a DIRTY buffer
-	 * pins nothing new, so it is neither throttled nor locked (as in Linux,
-	 * only newly dirtied pages are balanced); it is safe against a
-	 * concurrent flush: if the flusher's move to WRITEBACK is ordered after
-	 * this load, its copy of the data, which the host synchronises with its
-	 * own writes, comes after too. Dirtying a CLEAN buffer spends the
-	 * domain's credit, granted only below freerun, where no writer pauses.
-	 */
 	if (atomic_load_explicit(&b->refs, memory_order_relaxed) > 0) {
-		uint8_t s = atomic_load(&b->state);
+		uint8_t s = atomic_load_explicit(&b->state, memory_order_relaxed);
+		uint32_t tag = atomic_load_explicit(&b->lf_tag, memory_order_relaxed);
 
-		if (s == US_BUF_DIRTY || s == US_BUF__DIRTYING ||
-		    (s == US_BUF_CLEAN && dirty_lockfree(b))) {
+		tc = us__tls.tc;
+		if (s == US_BUF_CLEAN && (!tc || tag != tc->tag) && dirty_lockfree(b)) {
+			if (pause_ns)
+				*pause_ns = 0;
+			return 0;
+		}
+		atomic_thread_fence(memory_order_seq_cst);
+		s = atomic_load_explicit(&b->state, memory_order_relaxed);
+		tag = atomic_load_explicit(&b->lf_tag, memory_order_relaxed);
+		if (s == US_BUF_DIRTY || (tag && tc && tag == tc->tag)) {
 			if (pause_ns)
 				*pause_ns = 0;
 			return 0;
@@ -466,6 +525,25 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 	/* The blocking form would wait for writeback this very callback holds. */
 	if (!pause_ns && e->nthreads && us__in_callback(e))
 		return -EDEADLK;
+	tc = us__tcache_get(e); /* before the lock: it may take it */
+	/*
+	 * Out of credit: get more, and take the lock-free path again. The
+	 * grant needs no drain (us__credit_grant()), so the queues are left
+	 * to the next full lock, usually a flusher's, rather than drained in
+	 * the middle of this writer's stream.
+	 */
+	if (tc && atomic_load_explicit(&b->state, memory_order_relaxed) == US_BUF_CLEAN) {
+		bool again;
+
+		us__lock_nodrain(e);
+		again = b->refs && us__credit_grant(tc, b->obj);
+		us__unlock(e);
+		if (again && dirty_lockfree(b)) {
+			if (pause_ns)
+				*pause_ns = 0;
+			return 0;
+		}
+	}
 	us__lock(e);
 	if (!b->refs) {
 		us__unlock(e);
@@ -478,23 +556,13 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 		us__domain_event(b->obj->domain, US_EV_DIRTIED, 1);
 		newly = b->length;
 		break;
-	case US_BUF_CLEAN: {
-		uint8_t clean = US_BUF_CLEAN;
-
-		/*
-		 * Claimed like the lock-free path does, because a thread holding
-		 * another reference may be dirtying it lock-free right now: if
-		 * it won, the buffer is DIRTYING and the drain accounts it.
-		 */
-		if (!atomic_compare_exchange_strong(&b->state, &clean, US_BUF__DIRTYING))
-			break;
-		account(b, US_BUF_CLEAN, US_BUF_DIRTY);
-		atomic_store(&b->state, US_BUF_DIRTY);
-		us__buf_lru_update(b);
+	case US_BUF_CLEAN:
+		/* A lock-free writer may queue it meanwhile: its entry will
+		 * find it DIRTY, and only use up its credit. */
+		us__buf_set_state(b, US_BUF_DIRTY);
 		us__domain_event(b->obj->domain, US_EV_DIRTIED, 1);
 		newly = b->length;
 		break;
-	}
 	case US_BUF_WRITEBACK:
 		if (!(b->flags & US_BUF_REDIRTIED)) {
 			b->flags |= US_BUF_REDIRTIED;
@@ -502,13 +570,13 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 			newly = b->length; /* one more write to come */
 		}
 		break;
-	default: /* DIRTY, or DIRTYING by another thread just now */
+	default: /* DIRTY */
 		break;
 	}
 	/* Rewriting dirty data pins nothing new: only new bytes are throttled. */
 	rc = us__throttle(b->obj, newly, &pause, &wake);
 	if (rc == 0 && pause == 0)
-		us__credit_grant(b->obj);
+		us__credit_grant(tc, b->obj);
 	/* Past the background threshold: the flushers have work. Kicked with
 	 * the engine lock held, so that the engine cannot go under us. */
 	if (wake)
@@ -599,7 +667,7 @@ int us_buf_state(const us_buf *b)
 	us__lock(b->obj->engine);
 	s = b->state;
 	us__unlock(b->obj->engine);
-	return s == US_BUF__DIRTYING ? US_BUF_DIRTY : s;
+	return s;
 }
 
 unsigned us_buf_flags(const us_buf *b)

@@ -64,7 +64,7 @@ static void check_bufs(struct ctx *c, us_object *o, struct us_tnode *t, struct o
 	s->prev_end = t->key + b->length;
 	if (b->obj != o || !b->attached)
 		fail(c, "buffer %p: wrong object or not attached", (void *)b);
-	if (b->state > US_BUF__DIRTYING)
+	if (b->state > US_BUF_UNSTABLE)
 		fail(c, "buffer %p: bad state %u", (void *)b, b->state);
 	if (t->mark != (b->state == US_BUF_DIRTY))
 		fail(c, "buffer %p: index mark %u in state %u", (void *)b, t->mark, b->state);
@@ -84,7 +84,6 @@ static void check_bufs(struct ctx *c, us_object *o, struct us_tnode *t, struct o
 		o->domain->chk.evictable += b->length;
 	switch (b->state) {
 	case US_BUF_CLEAN:
-	case US_BUF__DIRTYING: /* accounted CLEAN until drained */
 		o->domain->chk.clean += b->length;
 		break;
 	case US_BUF_DIRTY:
@@ -163,9 +162,15 @@ static int64_t check_domain(struct ctx *c, us_domain *d)
 	struct us_list *pos;
 	const struct us_counters *x = &d->chk, *y = &d->c;
 	uint64_t nchildren = 0;
-	int64_t credit = atomic_load(&d->credit);
+	int64_t credit = 0;
 
 	check_lru(c, d);
+	us_list_for_each (pos, &d->engine->tcaches) {
+		struct us_tcache *tc = us_container_of(pos, struct us_tcache, link);
+
+		if (atomic_load_explicit(&tc->dom, memory_order_relaxed) == d)
+			credit += atomic_load_explicit(&tc->credit, memory_order_relaxed);
+	}
 	us_list_for_each (pos, &d->children) {
 		us_domain *ch = us_container_of(pos, us_domain, sibling);
 
@@ -208,7 +213,7 @@ static int64_t check_domain(struct ctx *c, us_domain *d)
 	if (d->peak_charged < y->charged)
 		fail(c, "domain %s: peak below charged", d->name);
 	/* Quiescent (no writer between its spend and the drain): the granted
-	 * bytes are exactly the credit outstanding in the subtree. */
+	 * bytes are exactly the credit the subtree's writer caches hold. */
 	if ((int64_t)d->granted != credit)
 		fail(c, "domain %s: granted %llu, credit in the subtree %lld", d->name,
 		     (unsigned long long)d->granted, (long long)credit);

@@ -64,6 +64,7 @@ int us_domain_create(us_engine *e, us_domain *parent, const char *name, unsigned
 		return -ENOMEM;
 	}
 	d->engine = e;
+	d->credit_gen = us__gen_next();
 	d->parent = parent;
 	d->depth = parent->depth + 1;
 	memcpy(d->name, name, len + 1);
@@ -101,6 +102,7 @@ int us_domain_destroy(us_domain *d)
 		return -EBUSY;
 	}
 	us__credit_revoke(d);
+	us__tcache_forget_domain(e, d);
 	us_list_del(&d->sibling);
 	d->parent->nchildren--;
 	if (d->own_arena)

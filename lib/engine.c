@@ -44,15 +44,28 @@ const char *us_strerror(int err)
 	}
 }
 
-void us__lock(us_engine *e)
+/* Engine ids, never reused: a thread's cache slot names its engine by id. */
+static _Atomic uint64_t engine_ids;
+
+void us__lock_nodrain(us_engine *e)
 {
 	int rc = pthread_mutex_lock(&e->lock);
 
 	assert(rc == 0);
 	(void)rc;
+}
+
+void us__lock(us_engine *e)
+{
+	us__lock_nodrain(e);
 	/* Whoever holds the lock sees every dirtying accounted. */
-	if (atomic_load_explicit(&e->pending_objs, memory_order_acquire))
-		us__drain(e);
+	us__tcache_drain(e);
+}
+
+void us__lock_domain(us_engine *e, us_domain *d)
+{
+	us__lock_nodrain(e);
+	us__tcache_drain_domain(e, d);
 }
 
 void us__unlock(us_engine *e)
@@ -180,6 +193,8 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 	e->hooks = boot.hooks;
 	e->max_arenas = o.max_arenas;
 	us_list_init(&e->backends);
+	us_list_init(&e->tcaches);
+	e->id = atomic_fetch_add(&engine_ids, 1) + 1;
 	e->dirty_expire_ns = 30 * US_SEC;
 	e->writeback_interval_ns = 5 * US_SEC;
 	e->max_pause_ns = 200 * US_MSEC;
@@ -191,6 +206,7 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 	e->next_expiry_ns = us__now(e) + e->writeback_interval_ns;
 
 	root->engine = e;
+	root->credit_gen = us__gen_next();
 	strcpy(root->name, "root");
 	us_list_init(&root->children);
 	us_list_init(&root->sibling);
@@ -310,6 +326,7 @@ int us_engine_destroy(us_engine *e)
 	us__unlock(e);
 	us__threads_stop(e);
 	us__victims_release(e, &victims);
+	us__tcache_engine_fini(e);
 
 	while (!us_list_empty(&e->backends)) {
 		us_backend *b = us_container_of(e->backends.next, us_backend, link);

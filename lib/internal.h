@@ -26,7 +26,8 @@
  *
  *   from       to         function
  *   (none)     CLEAN      us_buf_get()                 buf.c
- *   CLEAN      DIRTY      us_buf_dirty()               buf.c
+ *   CLEAN      DIRTY      us_buf_dirty() locked, or the drain of its
+ *                         lock-free queueing (us__drain_buf())  buf.c
  *   UNSTABLE   DIRTY      us_buf_dirty()               buf.c
  *   WRITEBACK  +REDIRTIED us_buf_dirty()               buf.c
  *   DIRTY      WRITEBACK  us_object_flush()            writeback.c
@@ -45,6 +46,8 @@
  * allocator hooks and the custom clock may be called with it held; user
  * callbacks never are. Debug builds use an error-checking mutex and assert
  * that every lock and unlock succeeds, which catches a re-entry from a hook.
+ * Taking the engine lock drains the writer caches' queues (tcache.c), so
+ * that its holder sees every dirtying that happened before.
  * Fork: a child process must not use an engine of its parent.
  */
 #ifndef US_INTERNAL_H
@@ -67,16 +70,11 @@
 
 #define US_NAME_MAX 63
 #define US_CB_SLOTS 32
-/*
- * An internal buffer state: dirtied by the lock-free path of us_buf_dirty()
- * and not yet accounted. It is counted as CLEAN until the next holder of the
- * engine lock drains it (us__drain()) to DIRTY; public calls report DIRTY.
- */
-#define US_BUF__DIRTYING 4
-#define US_MSEC		 1000000ull
-#define US_SEC		 1000000000ull
+#define US_MSEC	    1000000ull
+#define US_SEC	    1000000000ull
 
-/* The ranks of the library's locks, outermost first. */
+/* The ranks of the library's locks, outermost first. The writer caches'
+ * global mutex (tcache.c) comes before them all. */
 enum us_lock_rank {
 	US_LOCK_ENGINE = 1,
 	/* Flusher wake-ups and the callback table: taken with or without the
@@ -204,6 +202,7 @@ enum us_event {
 struct us_domain {
 	us_engine *engine;
 	us_domain *parent;
+	_Atomic uint64_t credit_gen;
 	struct us_list children;
 	struct us_list sibling;
 	char name[US_NAME_MAX + 1];
@@ -226,13 +225,15 @@ struct us_domain {
 	/* Writeback contexts of this domain alone (us_wb.dom_link). */
 	struct us_list wbs;
 	/*
-	 * Credit: bytes that writers of this domain's own objects may dirty
-	 * without the engine lock (spent atomically by us_buf_dirty()).
-	 * granted: the credit outstanding in the whole subtree, spent or not,
-	 * until drained into pinned; grants keep pinned + granted below every
-	 * background threshold on the chain (throttle.c).
+	 * granted: the lock-free credit outstanding in the whole subtree, held
+	 * by writer caches (tcache.c), spent or not, until drained into pinned;
+	 * grants keep pinned + granted below every background threshold on the
+	 * chain (throttle.c). credit_gen: renewed to take the credit of this
+	 * domain's caches away (limits moved); read by writers without the
+	 * lock. Generations are unique in the process (us__gen_next()), so that
+	 * a cache still naming a freed domain never matches a new one that
+	 * took its address.
 	 */
-	_Atomic int64_t credit;
 	uint64_t granted;
 	uint64_t max_pause_seen_ns;
 	/* jemalloc arena serving this domain's payloads (inherited unless own). */
@@ -290,10 +291,6 @@ struct us_object {
 	us_domain *domain;
 	void *user;
 	struct us_wb *wb;
-	/* Buffers dirtied lock-free, not yet drained (a Treiber stack). */
-	_Atomic(us_buf *) pending;
-	us_object *pending_next;      /* in engine->pending_objs */
-	atomic_bool queued;	      /* on engine->pending_objs */
 	struct us_list dirty_link;    /* wb->dirty_objs while ndirty > 0 */
 	uint64_t pause_debt_ns;	      /* throttle pauses not yet returned */
 	struct us_list link;	      /* backend->objects */
@@ -313,7 +310,6 @@ struct us_object {
 struct us_buf {
 	struct us_tnode node; /* node.key is the offset */
 	struct us_list link;  /* domain LRU, object unstable list, or a private list */
-	us_buf *pending_next; /* in obj->pending */
 	us_object *obj;
 	void *data;
 	uint64_t seq;
@@ -324,12 +320,66 @@ struct us_buf {
 	_Atomic uint32_t refs;
 	uint32_t wb_gen; /* the collection that put it in WRITEBACK */
 	uint32_t epoch;	 /* its backend's loss epoch when it was written */
+	/* The tag of the last writer cache that queued it lock-free, cleared
+	 * when an entry for it is drained (tcache.c); 0: none queued. */
+	_Atomic uint32_t lf_tag;
 	_Atomic uint8_t state;
 	uint8_t flags;
 	bool on_lru;
 	bool attached; /* in its object's index */
 	int err;
 };
+
+/*
+ * A writer cache (tcache.c): one per (thread, engine) pair that dirtied
+ * lock-free. Owner: the thread; consumer of its queue: the lock holder.
+ */
+#define US_TC_SEG	 510	    /* entries per queue segment (4 KiB) */
+#define US_TC_MAX_QUEUED (1u << 16) /* bound on undrained entries */
+#define US_TC_KEEP	 16	    /* spare segments a cache keeps */
+
+struct us_tcseg {
+	us_buf *slot[US_TC_SEG];
+	struct us_tcseg *next;
+};
+
+struct us_tcache {
+	/* Owner side, written without the lock. */
+	_Atomic(us_domain *) dom; /* the domain its credit is for, or NULL */
+	_Atomic int64_t credit;	  /* unspent bytes, counted in dom's granted */
+	uint64_t gen;		  /* dom->credit_gen when granted */
+	uint32_t tag;		  /* unique, non-zero: us_buf.lf_tag */
+	_Atomic uint64_t tail;	  /* entries queued, ever (release) */
+	struct us_tcseg *pseg;	  /* producer's segment */
+	unsigned pidx;
+	uint64_t head_cache;	/* the owner's copy of head_pub */
+	struct us_tcseg *pfree; /* the owner's spare segments */
+	/* Consumer side, under the engine lock. */
+	_Alignas(64) uint64_t head;
+	_Atomic uint64_t head_pub;
+	struct us_tcseg *cseg;
+	unsigned cidx;
+	/* Consumed segments on their way back to the producer (a stack the
+	 * consumer pushes to and the producer takes whole). */
+	_Atomic(struct us_tcseg *) spare;
+	/* Lifetime. */
+	us_engine *engine;
+	uint64_t engine_id;
+	struct us_list link;	       /* engine->tcaches, under the engine lock */
+	struct us_tcache *thread_next; /* the owner thread's caches */
+	atomic_bool dead;	       /* its engine is gone */
+};
+
+/* The thread's cache for the engine it dirtied in last (tcache.c). */
+struct us__tls_slot {
+	uint64_t id; /* engine id; 0: none */
+	struct us_tcache *tc;
+};
+#if defined(__GNUC__)
+extern _Thread_local struct us__tls_slot us__tls __attribute__((tls_model("initial-exec")));
+#else
+extern _Thread_local struct us__tls_slot us__tls;
+#endif
 
 struct us_engine {
 	pthread_mutex_t lock;
@@ -351,8 +401,9 @@ struct us_engine {
 	uint64_t expire_cutoff_ns; /* dirty before it: expired (when expiring) */
 	bool expiring;
 	uint32_t wb_gen;
-	/* Objects with buffers dirtied lock-free (a Treiber stack). */
-	_Atomic(us_object *) pending_objs;
+	/* Writer caches (struct us_tcache.link), drained by every lock. */
+	struct us_list tcaches;
+	uint64_t id; /* unique for the process's lifetime (tcache.c) */
 
 	/* Threaded mode (thread.c), under thr_lock (US_LOCK_THREADS). */
 	pthread_mutex_t thr_lock;
@@ -369,8 +420,15 @@ struct us_engine {
 /* Internal functions                                                        */
 
 void us__lock(us_engine *e);
-/* Applies the lock-free dirtyings (called by us__lock()). */
-void us__drain(us_engine *e);
+/*
+ * The lock without the drain: for what pinned + granted decides alone, and
+ * for bookkeeping that reads no buffer a writer may have queued (a queued
+ * buffer is referenced by its writer until drained).
+ */
+void us__lock_nodrain(us_engine *e);
+/* The lock, with the queues of d's writers drained (not d's subtree): for
+ * what looks at d's own buffers only. */
+void us__lock_domain(us_engine *e, us_domain *d);
 void us__unlock(us_engine *e);
 uint64_t us__now(us_engine *e);
 
@@ -405,9 +463,27 @@ void us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now);
 void us__domain_thresholds(const us_domain *d, uint64_t *bg, uint64_t *dirty);
 /* The pause for a writer of o that dirtied bytes; -EAGAIN at the limit. */
 int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake);
-/* Grants o's domain lock-free credit when the chain is below freerun. */
-void us__credit_grant(us_object *o);
-/* Takes back the unspent credit of d's subtree. */
+/* tcache.c: writer caches. us__tcache_get() takes the engine lock itself:
+ * call it without. The others, but push, need the lock. */
+struct us_tcache *us__tcache_get(us_engine *e);
+bool us__tcache_push(struct us_tcache *tc, us_buf *b);
+void us__tcache_drain(us_engine *e);
+void us__tcache_drain_one(us_engine *e, struct us_tcache *tc);
+void us__tcache_drain_domain(us_engine *e, us_domain *d);
+void us__tcache_return(struct us_tcache *tc);
+void us__tcache_forget_domain(us_engine *e, us_domain *d);
+void us__tcache_engine_fini(us_engine *e);
+/* buf.c: applies one queued lock-free dirtying. */
+void us__drain_buf(us_engine *e, us_buf *b);
+
+/* A generation number never handed out before in this process. */
+uint64_t us__gen_next(void);
+
+/* Grants tc lock-free credit in o's domain when the chain is below freerun.
+ * Needs only pinned + granted, which a drain does not change: the lock
+ * need not have drained. Returns whether tc holds credit for o now. */
+bool us__credit_grant(struct us_tcache *tc, us_object *o);
+/* Makes the credit of d's subtree unspendable (its caches give it back). */
 void us__credit_revoke(us_domain *d);
 /* Why wb's data should be written back now (THROTTLE when its writers are
  * paused, BACKGROUND when over a background threshold), or -1. */

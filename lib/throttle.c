@@ -74,6 +74,8 @@ struct throttle {
 	bool over;	  /* some domain is at its dirty limit */
 	uint64_t margin;  /* smallest freerun - pinned - granted on the chain */
 	struct us_wb *wb; /* the writer's context, for its floor; or NULL */
+	us_domain *spent; /* topmost domain with pinned + granted past bg and
+			     credit outstanding; or NULL */
 };
 
 /*
@@ -145,6 +147,8 @@ static struct level eval(us_domain *d, struct throttle *t)
 		 * crossing it always takes the locked path, which wakes the
 		 * flushers. */
 		t->margin = min64(t->margin, l.bg > used ? l.bg - used : 0);
+		if (used > l.bg && d->granted && !t->spent)
+			t->spent = d;
 	}
 	if (pinned > l.bg)
 		t->bg = true;
@@ -211,12 +215,16 @@ static void account_pause(us_domain *d, uint64_t pause)
 
 int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake)
 {
-	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL };
+	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL, NULL };
 	us_engine *e = o->engine;
 	uint64_t bw = o->wb->bw, pause;
 
 	t.wb = o->wb;
 	eval(o->domain, &t);
+	/* A locked dirtying took a domain past its background threshold with
+	 * credit still out: that credit must not be spent (see below). */
+	if (t.spent)
+		us__credit_revoke(t.spent);
 	if (wake)
 		*wake = t.bg;
 	if (t.over) {
@@ -275,59 +283,85 @@ int us_object_balance(us_object *o, uint64_t *pause_ns)
  * LOCK-FREE CREDIT
  *
  * Below freerun no writer pauses, so the only question the first dirtying
- * of a buffer must answer is whether it stays below freerun. A domain is
- * granted credit: a quarter of the smallest margin on its chain, where the
- * margin of a domain is bg_thresh - pinned - granted (granted: the credit
- * outstanding in its subtree). Writers spend it with one atomic each and
- * without the engine lock (buf.c); the next lock holder accounts what was
- * spent. The margin is taken to the background threshold, below freerun,
- * so that crossing it always goes through the locked path, which wakes the
- * flushers. Since every grant fits inside every margin on the chain, pinned
- * plus all outstanding credit stays below each threshold: the cheap check
- * is exact where it matters. Near it the margin, hence the grant, shrinks
- * to nothing and every dirtying takes the locked, exact path. Limit changes
- * take all credit back. (Thresholds that shrink because a sibling's charge
- * eats the headroom may leave at most one grant of slack, still below the
- * dirty limit.)
+ * of a buffer must answer is whether it stays below freerun. A writer
+ * thread's cache (tcache.c) is granted credit in one domain: a quarter of
+ * the smallest margin on the domain's chain, at most US_CREDIT_MAX, where
+ * the margin of a domain is bg_thresh - pinned - granted (granted: the
+ * credit outstanding in its subtree, in every thread's cache). The thread
+ * spends it with plain stores, without the engine lock (buf.c); the next
+ * lock holder accounts what was spent. The margin is taken to the
+ * background threshold, below freerun, so that crossing it always goes
+ * through the locked path, which wakes the flushers. Since every grant fits
+ * inside every margin on the chain, pinned plus all outstanding credit
+ * stays below each threshold: the cheap check is exact where it matters.
+ * Near it the margin, hence the grant, shrinks to nothing and every
+ * dirtying takes the locked, exact path.
+ *
+ * Locked dirtyings do not spend credit, so they can take pinned + granted
+ * past a background threshold (a large buffer, or a writer with no credit
+ * beside one with some). The locked path checks: when it happens, the
+ * credit of that domain's subtree is taken back like on a limit change.
+ * Limit changes renew the credit generation of the domains concerned:
+ * credit granted under the old thresholds can no longer be spent (but for
+ * a writer already past the check, one buffer each), and stays counted in
+ * granted, which only makes later grants smaller, until its thread comes
+ * back to the locked path or exits and gives it back. US_CREDIT_MAX bounds
+ * what an idle thread can hold. (Thresholds that shrink because a
+ * sibling's charge eats the headroom may leave at most the grants
+ * outstanding as slack, still below the dirty limit.)
  */
 #define US_CREDIT_MIN (64u << 10)
-#define US_CREDIT_MAX (256u << 20)
+#define US_CREDIT_MAX (16u << 20)
 
-void us__credit_grant(us_object *o)
+bool us__credit_grant(struct us_tcache *tc, us_object *o)
 {
-	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL };
+	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL, NULL };
 	us_domain *d = o->domain, *a;
+	int64_t have;
 	uint64_t g;
 
+	if (!tc)
+		return false;
+	if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d ||
+	    tc->gen != atomic_load_explicit(&d->credit_gen, memory_order_relaxed)) {
+		/* A queue holds buffers of its credit's domain only. */
+		if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d)
+			us__tcache_drain_one(o->engine, tc);
+		us__tcache_return(tc);
+		atomic_store_explicit(&tc->dom, d, memory_order_relaxed);
+		tc->gen = atomic_load_explicit(&d->credit_gen, memory_order_relaxed);
+	}
+	have = atomic_load_explicit(&tc->credit, memory_order_relaxed);
+	/*
+	 * Only the margin decides, not whether pinned alone is past freerun:
+	 * pinned may not have drained yet, but pinned + granted has (a drain
+	 * moves bytes from one to the other), and a margin means that even
+	 * the undrained bytes are below the background threshold.
+	 */
 	eval(d, &t);
-	if (t.paused)
-		return;
+	if (t.spent)
+		us__credit_revoke(t.spent);
 	g = t.margin == UINT64_MAX ? US_CREDIT_MAX : min64(t.margin / 4, US_CREDIT_MAX);
-	if (g < US_CREDIT_MIN || atomic_load(&d->credit) >= (int64_t)(g / 2))
-		return;
+	if (g < US_CREDIT_MIN || have >= (int64_t)(g / 2))
+		return have > 0;
 	for (a = d; a; a = a->parent)
 		a->granted += g;
-	atomic_fetch_add(&d->credit, (int64_t)g);
+	atomic_store_explicit(&tc->credit, have + (int64_t)g, memory_order_relaxed);
+	return true;
 }
 
 void us__credit_revoke(us_domain *d)
 {
-	int64_t c = atomic_exchange(&d->credit, 0);
 	struct us_list *pos;
-	us_domain *a;
 
-	/* c may be negative for an instant (a writer's spend being undone):
-	 * the writer adds its bytes back as credit that granted still counts. */
-	if (c)
-		for (a = d; a; a = a->parent)
-			a->granted -= (uint64_t)c;
+	atomic_store_explicit(&d->credit_gen, us__gen_next(), memory_order_relaxed);
 	us_list_for_each (pos, &d->children)
 		us__credit_revoke(us_container_of(pos, us_domain, sibling));
 }
 
 int us__wb_reason(struct us_wb *wb)
 {
-	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL };
+	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL, NULL };
 
 	eval(wb->domain, &t);
 	if (t.paused)

@@ -97,7 +97,7 @@ uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
 				break;
 			run_len += b->length;
 		}
-		us__lock(e);
+		us__lock_nodrain(e);
 		bk->flush_calls++;
 		bk->flush_bytes += run_len;
 		bk->flushed_by_reason[bt->reason] += i - start;
@@ -106,7 +106,7 @@ uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
 		rc = bk->ops.flush(bk->ctx, o, bt->bufs + start, i - start, run_off, run_len,
 				   bt->reason);
 		us__callback_exit(e);
-		us__lock(e);
+		us__lock_nodrain(e);
 		if (rc < 0)
 			bk->flush_failed++;
 		for (j = start; j < i; j++) {
@@ -127,7 +127,7 @@ uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
 		}
 		us__unlock(e);
 	}
-	us__lock(e);
+	us__lock_nodrain(e);
 	if (bt->n)
 		o->busy--;
 	us__meta_free(e, bt->bufs, bt->cap * sizeof(*bt->bufs));
@@ -149,7 +149,8 @@ int us_object_flush(us_object *o, uint64_t offset, uint64_t length, uint64_t max
 	e = o->engine;
 	end = (length == US_UNLIMITED || offset > UINT64_MAX - length) ? UINT64_MAX :
 									 offset + length;
-	us__lock(e);
+	/* o's queued buffers are in the queues of o's domain. */
+	us__lock_domain(e, o->domain);
 	rc = us__flush_collect(o, offset, end, UINT64_MAX, true, &bt, &bytes);
 	us__unlock(e);
 	if (rc <= 0)
@@ -190,7 +191,9 @@ int us_buf_write_done(us_buf *b, enum us_write_result result, uint64_t seq, int 
 	o = b->obj;
 	e = o->engine;
 	d = o->domain;
-	us__lock(e);
+	/* A completion looks at b alone, which a queued entry changes only
+	 * when drained: either order gives the same result. */
+	us__lock_nodrain(e);
 	if (b->state != US_BUF_WRITEBACK) {
 		us__unlock(e);
 		return -EALREADY;

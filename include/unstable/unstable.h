@@ -115,6 +115,9 @@ enum us_alloc_kind {
  * used. alloc returns NULL on failure, which the engine reports as -ENOMEM
  * and survives. free receives the size that was allocated. The hooks may be
  * called with the engine lock held: they must not call into the engine.
+ * The per-thread writer caches of the lock-free first dirtying (see
+ * us_buf_dirty()) outlive engines and come from the C allocator, so an
+ * engine with hooks does without them: every first dirtying takes the lock.
  */
 struct us_alloc_hooks {
 	void *(*alloc)(void *ctx, size_t size, enum us_alloc_kind kind);
@@ -533,8 +536,9 @@ US_EXPORT int us_buf_ref(us_buf *b);
 US_EXPORT int us_buf_put(us_buf *b);
 
 /*
- * Marks the buffer dirty (the caller holds a reference). CLEAN and UNSTABLE
- * become DIRTY; WRITEBACK gets the REDIRTIED flag; DIRTY stays.
+ * Marks the buffer dirty (the caller holds a reference), after the caller
+ * wrote its data. CLEAN and UNSTABLE become DIRTY; WRITEBACK gets the
+ * REDIRTIED flag; DIRTY stays.
  *
  * Then it throttles the writer, smoothly (see lib/throttle.c). With
  * pause_ns not NULL (the non-blocking form, for event loops) *pause_ns
@@ -542,21 +546,37 @@ US_EXPORT int us_buf_put(us_buf *b);
  * pause_ns NULL in threaded mode (the blocking form), the call itself
  * pauses, and at the dirty limit waits until the domain is back under it;
  * on a virtual clock it advances the clock instead of sleeping. It must not
- * block inside a callback: there it returns -EDEADLK instead. In polled mode
- * a NULL pause_ns just discards the pause. pinned = dirty + writeback + unstable is compared, for the domain
- * and each ancestor, with freerun = (background + dirty threshold) / 2 and
- * the dirty threshold: below freerun the pause is 0; between them it is the
+ * block inside a callback: there it returns -EDEADLK instead. In polled
+ * mode a NULL pause_ns just discards the pause.
+ *
+ * pinned = dirty + writeback + unstable is compared, for the domain and
+ * each ancestor, with freerun = (background + dirty threshold) / 2 and the
+ * dirty threshold: below freerun the pause is 0; between them it is the
  * bytes newly dirtied over the allowed rate (the writeback context's
  * bandwidth scaled by a position ratio that falls to 0 at the limit),
  * accumulated per object until US_PARAM_MIN_PAUSE_NS, never above
  * US_PARAM_MAX_PAUSE_NS. A writeback context whose domain is at its limit
  * because of other contexts (another, stalled backend) keeps a floor of
  * dirty / (2 * active contexts) and is not stopped below it, so the domain
- * may pass its dirty limit by up to half of it (never its max).
- * Returns 0; or US_DIRTY_OVER_LIMIT when a domain is
- * at or above its dirty limit: the caller must then wait until
- * us_object_balance() returns 0 before dirtying more (*pause_ns holds the
- * first wait). Errors: -EINVAL (NULL, no reference held).
+ * may pass its dirty limit by up to half of it (never its max). The data is
+ * already written when the call comes, so it is always accounted: pinned
+ * passes the dirty limit by at most the buffers that writers were dirtying
+ * at the same instant, one each.
+ *
+ * Cost: below the background threshold the first dirtying of a buffer
+ * takes no lock and no atomic read-modify-write: the calling thread spends
+ * credit its cache was granted and queues the buffer for the next holder
+ * of the engine lock. Each thread that dirties gets such a cache per engine
+ * (4 KiB, and up to 64 KiB of spare queue segments; a queue holds at most
+ * 65536 buffers, 512 KiB, between two drains), given back when the thread
+ * exits. Rewriting a dirty buffer costs one memory fence, which
+ * orders the caller's data before the engine's check, so that a concurrent
+ * writeback cannot miss it.
+ *
+ * Returns 0; or US_DIRTY_OVER_LIMIT when a domain is at or above its dirty
+ * limit: the caller must then wait until us_object_balance() returns 0
+ * before dirtying more (*pause_ns holds the first wait). Errors: -EINVAL
+ * (NULL, no reference held).
  */
 #define US_DIRTY_OVER_LIMIT 1
 US_EXPORT int us_buf_dirty(us_buf *b, uint64_t *pause_ns);
