@@ -98,10 +98,10 @@ START_TEST(test_queued_then_accounted)
 	for (i = 0; i < 64; i++)
 		ck_assert_int_eq(us_buf_get(f.o, i * K4, K4, US_GET_NODATA, &b[i]), 1);
 	/* The first one makes the thread's cache and gets it credit. */
-	ck_assert(!us__tls.tc || us__tls.tc->engine != f.e);
+	ck_assert(!us__tls.tc || us__tls.tc->engine_id != f.e->id);
 	ck_assert_int_eq(us_buf_dirty(b[0], &p), 0);
 	ck_assert_ptr_nonnull(us__tls.tc);
-	ck_assert_ptr_eq(us__tls.tc->engine, f.e);
+	ck_assert_uint_eq(us__tls.tc->engine_id, f.e->id);
 	ck_assert_int_gt(atomic_load(&us__tls.tc->credit), 0);
 	for (i = 1; i < 64; i++)
 		ck_assert_int_eq(us_buf_dirty(b[i], &p), 0);
@@ -494,7 +494,7 @@ START_TEST(test_hooks_no_cache)
 	tb_init(&t, e, true, false);
 	ck_assert_int_eq(us_object_create(t.backend, NULL, NULL, &o), 0);
 	dirty_range(o, 0, 32, K4, NULL);
-	ck_assert(!us__tls.tc || us__tls.tc->engine != e);
+	ck_assert(!us__tls.tc || us__tls.tc->engine_id != e->id);
 	ck_assert(us_list_empty(&e->tcaches));
 	ck_assert_uint_eq(tu_stats(us_engine_root(e)).dirty_bytes, 32 * K4);
 	ck_assert_uint_gt(allocs, 32);
