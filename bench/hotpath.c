@@ -22,7 +22,7 @@
  * Each figure is the median over the rounds of the pass's time per
  * operation (a VM's preemptions skew a mean), and the mean is printed
  * beside it as *_mean. A pass includes the writer's occasional slow paths
- * (a credit grant every 16 MiB, a new queue segment every 510 buffers);
+ * (a credit grant every 8 MiB, a new queue segment every 510 buffers);
  * the drain that accounts the queued buffers belongs to whoever takes the
  * engine lock next, here the untimed clean-up, in a program its flushers.
  */

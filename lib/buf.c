@@ -75,12 +75,15 @@ static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 	pinned_add(o, to, b->length);
 	if (to == US_BUF_CLEAN && (from == US_BUF_WRITEBACK || from == US_BUF_UNSTABLE))
 		o->wb->cleaned += b->length;
+	if (to == US_BUF_CLEAN && from != US_BUF_CLEAN)
+		us__domain_progress(o->domain, b->length);
 	if (from == US_BUF_DIRTY) {
 		us__tree_set_mark(o->root, b->node.key, false);
 		if (--o->ndirty == 0)
 			us_list_del(&o->dirty_link);
 	}
 	if (to == US_BUF_DIRTY) {
+		b->flags &= (uint8_t)~US_BUF_RECLAIM;
 		us__tree_set_mark(o->root, b->node.key, true);
 		if (o->ndirty++ == 0) {
 			o->dirtied_when_ns = us__now(o->engine);
@@ -107,7 +110,8 @@ void us__buf_set_state(us_buf *b, enum us_buf_state to)
  * of pinned; if not (two writers queued it, or it was accounted and moved
  * on before this drain), it pinned nothing new and the credit is simply
  * used up. The entry's writer still holds its reference, or drained its
- * queue before it let go (every lock drains), so b is alive and attached.
+ * queue before it let go (us_buf_put() drains the queues of b's domain),
+ * so b is alive and attached.
  */
 void us__drain_buf(us_engine *e, us_buf *b)
 {
@@ -175,7 +179,14 @@ void us__buf_lru_update(us_buf *b)
 
 	if (want == b->on_lru)
 		return;
-	if (want) {
+	if (want && (b->flags & US_BUF_RECLAIM)) {
+		/* Written back for reclaim: the first to go. */
+		b->flags &= (uint8_t)~US_BUF_RECLAIM;
+		b->lru_stamp = --o->engine->lru_low; /* below every other stamp */
+		us_list_insert_after(&o->domain->lru, &b->link);
+		us__domain_add(o->domain, US_COUNTER(evictable), b->length);
+		o->nlru++;
+	} else if (want) {
 		b->lru_stamp = ++o->engine->lru_tick;
 		us_list_add_tail(&o->domain->lru, &b->link);
 		us__domain_add(o->domain, US_COUNTER(evictable), b->length);
@@ -197,6 +208,7 @@ void us__buf_unstable_unlink(us_buf *b)
 	b->seq = 0;
 	if (us_list_empty(&o->unstable))
 		us_list_del(&o->unstable_link);
+	us__commit_retire(o);
 }
 
 /* Inserts b in its object's unstable list, kept sorted by seq (I5). Writes
@@ -207,10 +219,14 @@ void us__buf_unstable_link(us_buf *b, uint64_t seq)
 	struct us_list *pos = o->unstable.prev;
 
 	b->seq = seq;
+	if (seq > o->backend->max_seq)
+		o->backend->max_seq = seq;
 	while (pos != &o->unstable && us_container_of(pos, us_buf, link)->seq > seq)
 		pos = pos->prev;
-	if (us_list_empty(&o->unstable))
+	if (us_list_empty(&o->unstable)) {
 		us_list_add_tail(&o->backend->unstable_objs, &o->unstable_link);
+		o->unstable_since_ns = us__now(o->engine);
+	}
 	us_list_insert_after(pos, &b->link);
 }
 
@@ -270,7 +286,7 @@ int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigned flags, u
 	int rc;
 
 	if (!o || !out || !valid_range(offset, length) ||
-	    (flags & ~(US_GET_NOCREATE | US_GET_NODATA)))
+	    (flags & ~(US_GET_NOCREATE | US_GET_NODATA | US_GET_NOWAIT)))
 		return -EINVAL;
 	e = o->engine;
 	us_list_init(&victims);
@@ -286,13 +302,23 @@ int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigned flags, u
 		us__unlock(e);
 		return -ENOENT;
 	}
-	/* Refuse early what cannot fit, before allocating a payload for it. */
+	/* Reclaim first what cannot fit, before allocating a payload for it. */
 	if (!us__charge_possible(o->domain, length)) {
-		rc = us__charge_refused(o->domain, length);
+		bool wait = e->nthreads && !(flags & US_GET_NOWAIT);
+		uint64_t retry;
+
 		us__unlock(e);
-		return rc;
+		if (wait && us__in_callback(e))
+			wait = false;
+		while ((rc = us__reclaim(o, length, &retry)) == -EAGAIN && wait) {
+			us__kick(e);
+			us__sleep(e, retry);
+		}
+		if (rc)
+			return rc;
+	} else {
+		us__unlock(e);
 	}
-	us__unlock(e);
 
 	/* Allocate before changing anything, so that a failure changes nothing. */
 	nb = us__meta_alloc(e, sizeof(*nb));
@@ -344,6 +370,10 @@ int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigned flags, u
 			if (a->high != US_UNLIMITED && a->c.charged > a->high)
 				a->ev[US_EV_HIGH_EVENTS]++;
 	}
+	/* Less headroom for every domain under a max'd ancestor: credit
+	 * granted before may no longer fit their thresholds. */
+	if (e->root->granted)
+		us__credit_police(e);
 	*out = nb;
 	us__unlock(e);
 	us__victims_release(e, &victims);
@@ -464,6 +494,7 @@ int us__dirty_slow(us_buf *b, uint64_t *pause_ns);
 int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 {
 	struct us_tcache *tc = us__tls.tc;
+	uint64_t tail;
 	us_domain *d;
 	int64_t credit;
 	unsigned i;
@@ -475,9 +506,10 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 	d = b->obj->domain;
 	credit = atomic_load_explicit(&tc->credit, memory_order_relaxed) - (int64_t)b->length;
 	i = tc->pidx;
+	tail = atomic_load_explicit(&tc->tail, memory_order_relaxed);
 	if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d ||
 	    tc->gen != atomic_load_explicit(&d->credit_gen, memory_order_relaxed) || credit < 0 ||
-	    i == US_TC_SEG)
+	    i == US_TC_SEG || tail - tc->head_cache >= US_TC_MAX_QUEUED)
 		goto slow;
 	if (pause_ns)
 		*pause_ns = 0;
@@ -485,8 +517,7 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 	tc->pseg->slot[i] = b;
 	tc->pidx = i + 1;
 	atomic_store_explicit(&tc->credit, credit, memory_order_relaxed);
-	atomic_store_explicit(&tc->tail, atomic_load_explicit(&tc->tail, memory_order_relaxed) + 1,
-			      memory_order_release);
+	atomic_store_explicit(&tc->tail, tail + 1, memory_order_release);
 	return 0;
 slow:
 	return us__dirty_slow(b, pause_ns);

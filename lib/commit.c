@@ -48,6 +48,8 @@ int us_backend_commit_done(us_backend *bk, uint64_t seq)
 	bk->commit_done_calls++;
 	if (seq > bk->committed_seq)
 		bk->committed_seq = seq;
+	if (bk->sync_target && bk->committed_seq >= bk->sync_target)
+		bk->sync_target = 0;
 	for (pos = bk->unstable_objs.next; pos != &bk->unstable_objs; pos = next) {
 		next = pos->next; /* clean_upto() may unlink pos */
 		n += clean_upto(us_container_of(pos, us_object, unstable_link), seq);
@@ -81,6 +83,7 @@ int us_backend_commit_lost(us_backend *bk)
 	bk->commit_lost_calls++;
 	/* Writes in flight now will be acknowledged by a server that forgot. */
 	bk->epoch++;
+	bk->sync_target = 0;
 	while (!us_list_empty(&bk->unstable_objs)) {
 		us_object *o = us_container_of(bk->unstable_objs.next, us_object, unstable_link);
 

@@ -314,6 +314,7 @@ int us_domain_stats(const us_domain *d, struct us_domain_stats *st)
 	s.over_limit = d->ev[US_EV_OVER_LIMIT];
 	s.bg_flushed = d->ev[US_EV_BG_FLUSHED];
 	s.expired_flushed = d->ev[US_EV_EXPIRED_FLUSHED];
+	s.reclaims = d->ev[US_EV_RECLAIMS];
 	us__unlock(e);
 	s.size = sz;
 	memcpy(st, &s, sizeof(s));

@@ -194,6 +194,7 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 	e->max_arenas = o.max_arenas;
 	us_list_init(&e->backends);
 	us_list_init(&e->tcaches);
+	e->lru_tick = e->lru_low = (uint64_t)1 << 62;
 	e->id = atomic_fetch_add(&engine_ids, 1) + 1;
 	e->dirty_expire_ns = 30 * US_SEC;
 	e->writeback_interval_ns = 5 * US_SEC;
@@ -203,6 +204,11 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 	e->bw_interval_ns = 200 * US_MSEC;
 	e->bw_period_ns = 3 * US_SEC;
 	e->init_bw = 100u << 20;
+	e->force_commit = 1;
+	e->commit_interval_ns = 30 * US_SEC;
+	e->max_commits = 4;
+	e->reclaim_wait_ns = 100 * US_MSEC;
+	e->reclaim_retries = 16;
 	e->next_expiry_ns = us__now(e) + e->writeback_interval_ns;
 
 	root->engine = e;
@@ -255,6 +261,16 @@ static uint64_t *param(us_engine *e, enum us_param p)
 		return &e->bw_period_ns;
 	case US_PARAM_INIT_BW:
 		return &e->init_bw;
+	case US_PARAM_FORCE_COMMIT:
+		return &e->force_commit;
+	case US_PARAM_COMMIT_INTERVAL_NS:
+		return &e->commit_interval_ns;
+	case US_PARAM_MAX_COMMITS:
+		return &e->max_commits;
+	case US_PARAM_RECLAIM_WAIT_NS:
+		return &e->reclaim_wait_ns;
+	case US_PARAM_RECLAIM_RETRIES:
+		return &e->reclaim_retries;
 	default:
 		return NULL;
 	}
@@ -264,7 +280,9 @@ int us_engine_set_param(us_engine *e, enum us_param p, uint64_t value)
 {
 	uint64_t *v;
 
-	if (!e || !(v = param(e, p)) || (value == 0 && p != US_PARAM_MIN_PAUSE_NS))
+	if (!e || !(v = param(e, p)) ||
+	    (value == 0 && p != US_PARAM_MIN_PAUSE_NS && p != US_PARAM_FORCE_COMMIT) ||
+	    (p == US_PARAM_FORCE_COMMIT && value > 1))
 		return -EINVAL;
 	us__lock(e);
 	*v = value;

@@ -46,8 +46,10 @@
  * allocator hooks and the custom clock may be called with it held; user
  * callbacks never are. Debug builds use an error-checking mutex and assert
  * that every lock and unlock succeeds, which catches a re-entry from a hook.
- * Taking the engine lock drains the writer caches' queues (tcache.c), so
- * that its holder sees every dirtying that happened before.
+ * Taking the engine lock (us__lock()) drains the writer caches' queues
+ * (tcache.c), so that its holder sees every dirtying that happened before;
+ * us__lock_domain() drains one domain's, us__lock_nodrain() none (see
+ * tcache.c for who may use them).
  * Fork: a child process must not use an engine of its parent.
  */
 #ifndef US_INTERNAL_H
@@ -196,6 +198,7 @@ enum us_event {
 	US_EV_OVER_LIMIT,
 	US_EV_BG_FLUSHED,
 	US_EV_EXPIRED_FLUSHED,
+	US_EV_RECLAIMS,
 	US_EV__COUNT,
 };
 
@@ -235,7 +238,16 @@ struct us_domain {
 	 * took its address.
 	 */
 	uint64_t granted;
+	/* Grants in the subtree, ever, and their number at the last revoke of
+	 * this domain: a revoke is due once per grant, not once per check. */
+	uint64_t grant_seq, revoked_at;
 	uint64_t max_pause_seen_ns;
+	/* Reclaim (policy.c): bytes of the subtree that left the pinned
+	 * states or were freed, ever (progress), and the state of the charge
+	 * waiting on this domain's max. */
+	uint64_t progress;
+	uint64_t reclaim_seen, reclaim_last_ns, reclaim_stalls;
+	bool reclaiming;
 	/* jemalloc arena serving this domain's payloads (inherited unless own). */
 	unsigned arena;
 	bool has_arena;
@@ -282,6 +294,15 @@ struct us_backend {
 	uint64_t nobjects;
 	uint64_t dirty, writeback, unstable;
 	uint64_t flush_calls, flush_bytes, flush_failed, commit_calls, sync_calls;
+	uint64_t commit_failed;
+	/* Commits the engine asked for (policy.c): a backend-wide sync in
+	 * flight until committed_seq reaches sync_target; per-object commits
+	 * counted in commits_busy; a failed one waits until retry_ns. */
+	uint64_t max_seq;     /* highest seq acknowledged */
+	uint64_t sync_target; /* 0: no sync in flight */
+	uint64_t sync_issued_ns;
+	uint64_t commits_busy;
+	uint64_t commit_retry_ns, commit_backoff_ns;
 	uint64_t commit_done_calls, commit_lost_calls;
 };
 
@@ -302,6 +323,9 @@ struct us_object {
 	uint64_t ndirty; /* buffers in DIRTY */
 	uint64_t dirtied_when_ns;
 	uint64_t committed_seq;
+	uint64_t unstable_since_ns; /* when its unstable list last became non-empty */
+	uint64_t commit_target;	    /* 0: no commit of the engine's in flight */
+	uint64_t commit_issued_ns;
 	uint64_t busy; /* callbacks running on this object */
 	uint64_t errseq;
 	int err;
@@ -393,10 +417,14 @@ struct us_engine {
 	unsigned narenas;
 	us_domain *root;
 	struct us_list backends;
-	uint64_t lru_tick;
+	/* LRU stamps: ordinary ones count up from 2^62, those of buffers
+	 * written back for reclaim count down from it (evicted first). */
+	uint64_t lru_tick, lru_low;
 	/* Parameters (enum us_param). */
 	uint64_t dirty_expire_ns, writeback_interval_ns, max_pause_ns, min_pause_ns;
 	uint64_t max_flush_bytes, bw_interval_ns, bw_period_ns, init_bw;
+	uint64_t force_commit, commit_interval_ns, max_commits;
+	uint64_t reclaim_wait_ns, reclaim_retries;
 	uint64_t next_expiry_ns;
 	uint64_t expire_cutoff_ns; /* dirty before it: expired (when expiring) */
 	bool expiring;
@@ -443,6 +471,12 @@ void us__arena_purge(us_engine *e, unsigned ind);
 
 /* domain.c */
 void us__domain_add(us_domain *d, size_t field, int64_t delta);
+/* Reclaim progress: n bytes of d's subtree freed or no longer pinned. */
+static inline void us__domain_progress(us_domain *d, uint64_t n)
+{
+	for (; d; d = d->parent)
+		d->progress += n;
+}
 void us__domain_event(us_domain *d, enum us_event ev, uint64_t n);
 
 /* buf.c: state changes with their accounting. Called with the lock held. */
@@ -476,6 +510,18 @@ void us__tcache_engine_fini(us_engine *e);
 /* buf.c: applies one queued lock-free dirtying. */
 void us__drain_buf(us_engine *e, us_buf *b);
 
+/* policy.c: the commit policy (called by the poll, lock held; it drops the
+ * lock around the callbacks), reclaim beyond eviction, and the end of an
+ * object's commit once its unstable data is covered. */
+void us__commit_policy(us_engine *e, uint64_t now);
+int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns);
+void us__commit_retire(us_object *o);
+
+static inline uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
 /* A generation number never handed out before in this process. */
 uint64_t us__gen_next(void);
 
@@ -485,6 +531,9 @@ uint64_t us__gen_next(void);
 bool us__credit_grant(struct us_tcache *tc, us_object *o);
 /* Makes the credit of d's subtree unspendable (its caches give it back). */
 void us__credit_revoke(us_domain *d);
+/* After a charge, which shrinks the headroom of every domain under the
+ * charged ancestors: revokes credit that no longer fits its thresholds. */
+void us__credit_police(us_engine *e);
 /* Why wb's data should be written back now (THROTTLE when its writers are
  * paused, BACKGROUND when over a background threshold), or -1. */
 int us__wb_reason(struct us_wb *wb);

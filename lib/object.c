@@ -88,6 +88,12 @@ int us_backend_stats(const us_backend *bk, struct us_backend_stats *st)
 	s.commit_done = bk->commit_done_calls;
 	s.commit_lost = bk->commit_lost_calls;
 	s.last_committed_seq = bk->committed_seq;
+	s.commit_failed = bk->commit_failed;
+	if (bk->flush_bytes)
+		s.commits_per_gib = (uint64_t)(((double)(bk->commit_calls + bk->sync_calls) *
+						(double)(1ull << 30)) /
+						       (double)bk->flush_bytes +
+					       0.5);
 	us__unlock(bk->engine);
 	s.size = sz;
 	memcpy(st, &s, sizeof(s));

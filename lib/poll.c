@@ -178,6 +178,9 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 			break;
 	}
 
+	/* Commits the policy asks for (it drops the lock around them). */
+	us__commit_policy(e, now);
+
 	/* Next: the expiry check, and bandwidth samples while data is pinned. */
 	next = e->next_expiry_ns;
 	us_list_for_each (bpos, &e->backends) {

@@ -62,6 +62,7 @@ void us__buf_detach(us_buf *b, struct us_list *victims)
 	us__domain_add(d, US_COUNTER(buffers), -1);
 	us__domain_event(d, US_EV_UNCHARGES, 1);
 	us__domain_event(d, US_EV_EVICTIONS, 1);
+	us__domain_progress(d, b->length);
 	us__domain_event(d, US_EV_EVICTED_BYTES, b->length);
 	o->busy++;
 	us_list_add_tail(victims, &b->link);

@@ -15,9 +15,13 @@
  * Spending credit and queueing a buffer are plain stores: the only ordering
  * the first dirtying needs is that the queue's tail is published with
  * release, after the caller's data and the queued entry, so that the lock
- * holder who drains it (with acquire) sees both. Every engine lock drains
- * every queue first (us__lock()), so any call that takes the lock sees all
- * dirtyings that happened before it.
+ * holder who drains it (with acquire) sees both. The engine lock drains
+ * every queue first (us__lock()), so a call that takes it sees all the
+ * dirtyings that happened before it. Two kinds of calls drain less: those
+ * that look at one domain's buffers only drain the queues of that domain
+ * (us__lock_domain(): a queue holds buffers of its credit's domain only),
+ * and pure bookkeeping that no queued buffer can affect drains nothing
+ * (us__lock_nodrain()).
  *
  * Lifetimes: a cache is linked into its engine (under the engine lock) and
  * into its thread's list (thread-local). The thread frees it, at exit or on

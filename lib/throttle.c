@@ -147,7 +147,9 @@ static struct level eval(us_domain *d, struct throttle *t)
 		 * crossing it always takes the locked path, which wakes the
 		 * flushers. */
 		t->margin = min64(t->margin, l.bg > used ? l.bg - used : 0);
-		if (used > l.bg && d->granted && !t->spent)
+		/* Credit granted since d's last revoke would take d past its
+		 * background threshold: revoke it (once per grant). */
+		if (used > l.bg && d->granted && d->grant_seq != d->revoked_at && !t->spent)
 			t->spent = d;
 	}
 	if (pinned > l.bg)
@@ -305,13 +307,16 @@ int us_object_balance(us_object *o, uint64_t *pause_ns)
  * credit granted under the old thresholds can no longer be spent (but for
  * a writer already past the check, one buffer each), and stays counted in
  * granted, which only makes later grants smaller, until its thread comes
- * back to the locked path or exits and gives it back. US_CREDIT_MAX bounds
- * what an idle thread can hold. (Thresholds that shrink because a
- * sibling's charge eats the headroom may leave at most the grants
- * outstanding as slack, still below the dirty limit.)
+ * back to the locked path or exits and gives it back. US_CREDIT_MAX (8 MiB)
+ * bounds what an idle thread can hold that way. A revoke is due once per
+ * grant (grant_seq, revoked_at), not at every check while such stale credit
+ * is out. Thresholds also shrink when a charge anywhere under a max'd
+ * ancestor eats the headroom: after each charge, while credit is out, every
+ * cache's credit is checked against its domain's chain again
+ * (us__credit_police()).
  */
 #define US_CREDIT_MIN (64u << 10)
-#define US_CREDIT_MAX (16u << 20)
+#define US_CREDIT_MAX (8u << 20)
 
 bool us__credit_grant(struct us_tcache *tc, us_object *o)
 {
@@ -344,16 +349,37 @@ bool us__credit_grant(struct us_tcache *tc, us_object *o)
 	g = t.margin == UINT64_MAX ? US_CREDIT_MAX : min64(t.margin / 4, US_CREDIT_MAX);
 	if (g < US_CREDIT_MIN || have >= (int64_t)(g / 2))
 		return have > 0;
-	for (a = d; a; a = a->parent)
+	for (a = d; a; a = a->parent) {
 		a->granted += g;
+		a->grant_seq++;
+	}
 	atomic_store_explicit(&tc->credit, have + (int64_t)g, memory_order_relaxed);
 	return true;
+}
+
+void us__credit_police(us_engine *e)
+{
+	struct us_list *pos;
+
+	us_list_for_each (pos, &e->tcaches) {
+		struct us_tcache *tc = us_container_of(pos, struct us_tcache, link);
+		struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL, NULL };
+		us_domain *d = atomic_load_explicit(&tc->dom, memory_order_relaxed);
+
+		if (!d || atomic_load_explicit(&tc->credit, memory_order_relaxed) <= 0 ||
+		    tc->gen != atomic_load_explicit(&d->credit_gen, memory_order_relaxed))
+			continue;
+		eval(d, &t);
+		if (t.spent)
+			us__credit_revoke(t.spent);
+	}
 }
 
 void us__credit_revoke(us_domain *d)
 {
 	struct us_list *pos;
 
+	d->revoked_at = d->grant_seq;
 	atomic_store_explicit(&d->credit_gen, us__gen_next(), memory_order_relaxed);
 	us_list_for_each (pos, &d->children)
 		us__credit_revoke(us_container_of(pos, us_domain, sibling));
@@ -362,6 +388,11 @@ void us__credit_revoke(us_domain *d)
 int us__wb_reason(struct us_wb *wb)
 {
 	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL, NULL };
+	us_domain *a;
+
+	for (a = wb->domain; a; a = a->parent)
+		if (a->reclaiming)
+			return US_REASON_RECLAIM;
 
 	eval(wb->domain, &t);
 	if (t.paused)

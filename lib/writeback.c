@@ -102,6 +102,10 @@ uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
 		bk->flush_bytes += run_len;
 		bk->flushed_by_reason[bt->reason] += i - start;
 		us__unlock(e);
+		/* Pairs with the fence of us_buf_dirty()'s rewrite path: the
+		 * move to WRITEBACK (a store) is ordered before the callback
+		 * reads the data, on every architecture. */
+		atomic_thread_fence(memory_order_seq_cst);
 		us__callback_enter(e);
 		rc = bk->ops.flush(bk->ctx, o, bt->bufs + start, i - start, run_off, run_len,
 				   bt->reason);
@@ -192,7 +196,8 @@ int us_buf_write_done(us_buf *b, enum us_write_result result, uint64_t seq, int 
 	e = o->engine;
 	d = o->domain;
 	/* A completion looks at b alone, which a queued entry changes only
-	 * when drained: either order gives the same result. */
+	 * when drained: either order ends in the same state (the stats may
+	 * count a redirtying where they would have counted a dirtying). */
 	us__lock_nodrain(e);
 	if (b->state != US_BUF_WRITEBACK) {
 		us__unlock(e);

@@ -458,6 +458,41 @@ START_TEST(test_domain_destroy_forgets)
 }
 END_TEST
 
+/*
+ * A sibling's clean charges eat the root's headroom, which shrinks this
+ * domain's thresholds (ratios of its effective limit): the credit granted
+ * before is taken back at that charge, and the next dirtying is locked.
+ */
+START_TEST(test_sibling_charge_revokes)
+{
+	struct fx f;
+	us_domain *b;
+	us_object *ob;
+	us_buf *x;
+	uint64_t before, p, i;
+
+	fx_init(&f, 64u << 20);
+	ck_assert_int_eq(us_domain_create(f.e, NULL, "b", 0, &b), 0);
+	ck_assert_int_eq(us_object_create(f.t.backend, b, NULL, &ob), 0);
+	dirty_range(f.o, 0, 4, 64 << 10, NULL);
+	ck_assert_int_gt(atomic_load(&us__tls.tc->credit), 64 << 10);
+	/* b fills the root with clean data, to 2.75 MiB of headroom: a's
+	 * background threshold falls to 10 % of 3 MiB, too close to its
+	 * pinned bytes for any new grant. */
+	for (i = 0; i < 61; i++) {
+		ck_assert_int_eq(us_buf_get(ob, i << 20, 1u << 20, US_GET_NODATA, &x), 1);
+		ck_assert_int_eq(us_buf_put(x), 0);
+	}
+	before = atomic_load(&us__tls.tc->tail);
+	ck_assert_int_eq(us_buf_get(f.o, 4 << 16, 64 << 10, US_GET_NODATA, &x), 1);
+	ck_assert_int_ge(us_buf_dirty(x, &p), 0);
+	ck_assert_int_eq(us_buf_put(x), 0);
+	ck_assert_uint_eq(atomic_load(&us__tls.tc->tail), before); /* locked */
+	tu_check(f.e);
+	fx_fini(&f);
+}
+END_TEST
+
 static void *hook_alloc(void *ctx, size_t size, enum us_alloc_kind kind)
 {
 	(void)kind;
@@ -520,6 +555,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_queue_bound);
 	tcase_add_test(tc, test_domain_destroy_forgets);
 	tcase_add_test(tc, test_hooks_no_cache);
+	tcase_add_test(tc, test_sibling_charge_revokes);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

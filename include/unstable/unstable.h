@@ -205,10 +205,27 @@ enum us_param {
 	US_PARAM_BW_PERIOD_NS = 6,
 	/* The bandwidth assumed before anything was measured (default 100 MiB/s). */
 	US_PARAM_INIT_BW = 7,
+	/* 1: the engine forces commits under pressure (a domain past its
+	 * background threshold with unstable data a large share of its pinned
+	 * bytes, or a charge that needs memory), as the Lustre change does;
+	 * 0: it never does, for backends that commit quickly on their own and
+	 * to reproduce the unpatched behaviour (default 1). */
+	US_PARAM_FORCE_COMMIT = 8,
+	/* Unstable data older than this is committed (default 30 s). */
+	US_PARAM_COMMIT_INTERVAL_NS = 9,
+	/* Commits in flight per backend, at most (default 4; a backend-wide
+	 * sync counts for all of them). */
+	US_PARAM_MAX_COMMITS = 10,
+	/* A charge that waits for reclaim waits this long for writeback or
+	 * commit progress before it tries again (default 100 ms) ... */
+	US_PARAM_RECLAIM_WAIT_NS = 11,
+	/* ... and fails with -ENOMEM after this many waits in a row without
+	 * any progress (default 16). */
+	US_PARAM_RECLAIM_RETRIES = 12,
 };
 
-/* Errors: -EINVAL (NULL, unknown parameter, 0 for a time, size or rate;
- * MIN_PAUSE may be 0). */
+/* Errors: -EINVAL (NULL, unknown parameter, 0 for a time, size, rate or
+ * count; MIN_PAUSE may be 0; FORCE_COMMIT is 0 or 1). */
 US_EXPORT int us_engine_set_param(us_engine *e, enum us_param p, uint64_t value);
 US_EXPORT int us_engine_get_param(us_engine *e, enum us_param p, uint64_t *value);
 
@@ -501,21 +518,45 @@ enum us_buf_state {
 /* Flags of us_buf_get(). */
 #define US_GET_NOCREATE 0x1u /* lookup only: -ENOENT when absent */
 #define US_GET_NODATA	0x2u /* create without payload (accounting only) */
+#define US_GET_NOWAIT	0x4u /* never wait for reclaim: -EAGAIN instead */
 
 /*
  * Gets the buffer [offset, offset + length) of o with a new reference,
  * creating it CLEAN if absent. Creating charges length bytes to o's domain
- * and every ancestor; a charge that would cross any of their max evicts
- * clean unreferenced buffers of that domain's subtree, least recently used
- * first, and fails with -ENOMEM (nothing evicted, nothing charged) when that
- * cannot make room. The payload of a new buffer is zeroed.
+ * and every ancestor; max is never crossed. A charge that would cross one
+ * evicts clean unreferenced buffers of that domain's subtree, least
+ * recently used first. When that cannot make room, it reclaims as
+ * us_object_reclaim() does: writes back the subtree's dirty data, forces
+ * commits of its unstable data, and waits for progress. In threaded mode
+ * the call waits (US_PARAM_RECLAIM_WAIT_NS at a time; on a virtual clock
+ * the clock advances); in polled mode, inside a callback, or with
+ * US_GET_NOWAIT it returns -EAGAIN instead, and the caller retries after
+ * the time us_object_reclaim() gives (the host keeps polling meanwhile).
+ * After US_PARAM_RECLAIM_RETRIES waits in a row without any progress, or
+ * when the buffer is larger than a max, it fails with -ENOMEM (counted;
+ * nothing evicted, nothing charged). The payload of a new buffer is zeroed.
  * Returns 1 when the buffer was created, 0 when it existed.
  * Errors: -EINVAL (NULL, length 0 or over US_BUF_MAX_BYTES, offset + length
  * overflows, unknown flag), -EEXIST (overlaps another buffer, or a buffer at
- * offset has another length), -ENOENT (US_GET_NOCREATE and absent), -ENOMEM.
+ * offset has another length), -ENOENT (US_GET_NOCREATE and absent),
+ * -EAGAIN, -ENOMEM.
  */
 US_EXPORT int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigned flags,
 			 us_buf **out);
+
+/*
+ * One step of reclaim for a charge of length bytes in o's domain, without
+ * blocking (DESIGN §6; lib/policy.c). Returns 0 when the charge fits now
+ * (after evicting, if need be, on the charge itself); -EAGAIN when it waits
+ * for writeback or commit progress that this call started (flushes with
+ * reason US_REASON_RECLAIM, commits or a sync, buffers marked
+ * US_BUF_RECLAIM): *retry_ns (when not NULL) receives the time after which
+ * to try again; -ENOMEM when US_PARAM_RECLAIM_RETRIES waits in a row saw no
+ * progress at all, or length is larger than a max on the chain (counted in
+ * the domain's enomem). Callbacks are called without the lock.
+ * Errors: -EINVAL (NULL, length 0 or over US_BUF_MAX_BYTES).
+ */
+US_EXPORT int us_object_reclaim(us_object *o, uint64_t length, uint64_t *retry_ns);
 
 /*
  * Looks up the buffer that contains offset and takes a reference.
@@ -620,6 +661,7 @@ US_EXPORT us_object *us_buf_object(const us_buf *b);
 US_EXPORT int us_buf_state(const us_buf *b);
 #define US_BUF_REDIRTIED 0x1u /* dirtied again while in writeback */
 #define US_BUF_ERROR	 0x2u /* its last write failed */
+#define US_BUF_RECLAIM	 0x4u /* written back or committed for reclaim: evicted first */
 US_EXPORT unsigned us_buf_flags(const us_buf *b);
 /* The commit seq of an UNSTABLE buffer, 0 otherwise. */
 US_EXPORT uint64_t us_buf_commit_seq(const us_buf *b);
@@ -677,6 +719,8 @@ struct us_domain_stats {
 	/* Buffers the engine's own writeback handed to flush, by trigger. */
 	uint64_t bg_flushed;	  /* background and throttle */
 	uint64_t expired_flushed; /* expiry */
+	/* Charges that waited for writeback or commits (us_object_reclaim()). */
+	uint64_t reclaims;
 };
 
 /* Errors: -EINVAL (NULL, st->size smaller than the first release's). */
@@ -696,6 +740,10 @@ struct us_backend_stats {
 	uint64_t commit_done; /* us_backend/object_commit_done calls */
 	uint64_t commit_lost; /* us_backend_commit_lost calls */
 	uint64_t last_committed_seq;
+	uint64_t commit_failed; /* commit or sync callbacks that returned an error */
+	/* (commit_calls + sync_calls) per GiB of flush_bytes, rounded: the
+	 * cost the commit policy puts on the server. */
+	uint64_t commits_per_gib;
 };
 
 /* Errors: -EINVAL (NULL, st->size smaller than the first release's). */
@@ -715,7 +763,9 @@ US_EXPORT int us_domain_stat_text(const us_domain *d, char *buf, size_t len);
 /*
  * Recomputes every domain's counters from the buffers and checks the
  * invariants (counters, charged <= max, list membership, index order). Slow:
- * for tests and debugging. Returns 0 when everything holds, -EUCLEAN
+ * for tests and debugging, with no other thread using the engine (a writer
+ * between its lock-free dirtying's two stores makes the credit check fail
+ * spuriously). Returns 0 when everything holds, -EUCLEAN
  * otherwise with a description of the first violation in msg (at most len
  * bytes; msg may be NULL). Errors: -EINVAL.
  */

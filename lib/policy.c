@@ -1,0 +1,414 @@
+/*
+ * The commit policy and reclaim beyond eviction (DESIGN §5, §6).
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * COMMITS THE ENGINE ASKS FOR
+ *
+ * Unstable buffers are freed only by a commit on the server. The engine asks
+ * for one (reason given to the callback):
+ *  - BACKGROUND / THROTTLE: a domain on the object's chain is past its
+ *    background threshold and unstable bytes are at least half of its
+ *    writeback context's pinned bytes: flushing alone would not bring the
+ *    domain down (the Lustre change: "flush, then sync, force the commit");
+ *  - RECLAIM: a charge is waiting for memory in a domain on the chain;
+ *  - EXPIRY: the object's unstable data is older than commit_interval;
+ * the first two only with US_PARAM_FORCE_COMMIT on (the default).
+ * Under pressure a backend with a sync callback is synced as a whole (one
+ * call frees everything it holds); otherwise, and for expiry, objects are
+ * committed one by one.
+ *
+ * No commit storms: a backend has at most max_commits commits of the
+ * engine's in flight (a sync counts for all of them), and an object or a
+ * backend already being committed is not asked again until that commit is
+ * done (its target seq reached, or its unstable data gone) or timed out
+ * (US_COMMIT_TIMEOUT). A callback that fails backs off exponentially from
+ * 100 ms to 5 s; its buffers stay unstable. Every call is counted in the
+ * backend's stats, with the bytes written, so the cost per GiB is visible.
+ *
+ * RECLAIM
+ *
+ * A charge that would cross a max even after evicting every clean
+ * unreferenced buffer (reclaim.c) goes through us__reclaim(): for the
+ * topmost domain in the way, it writes back the subtree's dirty buffers
+ * (reason RECLAIM, within the backends' in-flight caps) and forces commits
+ * on its unstable ones, marking them RECLAIM so that they are the first
+ * evicted once clean; then the charge waits for progress: bytes of the
+ * domain's subtree that left the pinned states or were freed. The wait is
+ * reclaim_wait (100 ms) at a time, cut short as soon as the charge fits;
+ * after reclaim_retries (16) waits in a row without any progress at all the
+ * charge fails with -ENOMEM, counted, with nothing changed. A blocking
+ * caller waits here (threaded mode); a non-blocking one gets -EAGAIN with
+ * the time to retry, and stalls are counted only once a whole wait has
+ * passed, so retrying early does not hasten the failure.
+ */
+#include "internal.h"
+
+#define US_COMMIT_TIMEOUT (30 * US_SEC)
+#define US_BACKOFF_MIN	  (100 * US_MSEC)
+#define US_BACKOFF_MAX	  (5 * US_SEC)
+
+struct us_commit_req {
+	us_backend *bk;
+	us_object *o; /* NULL: a backend-wide sync */
+	uint64_t target;
+	enum us_reason reason;
+	struct us_commit_req *next;
+};
+
+struct us_flush_req {
+	struct us_batch bt;
+	struct us_flush_req *next;
+};
+
+static bool under(const us_domain *d, const us_domain *top)
+{
+	for (; d; d = d->parent)
+		if (d == top)
+			return true;
+	return false;
+}
+
+/* Retires the backend-wide sync once it is done, moot or timed out. */
+static void sync_retire(us_backend *bk, uint64_t now)
+{
+	if (bk->sync_target && (bk->committed_seq >= bk->sync_target || bk->unstable == 0 ||
+				now >= bk->sync_issued_ns + US_COMMIT_TIMEOUT))
+		bk->sync_target = 0;
+}
+
+void us__commit_retire(us_object *o)
+{
+	us_buf *head;
+
+	if (!o->commit_target)
+		return;
+	if (!us_list_empty(&o->unstable)) {
+		head = us_container_of(o->unstable.next, us_buf, link);
+		if (head->seq <= o->commit_target)
+			return;
+	}
+	o->commit_target = 0;
+	o->backend->commits_busy--;
+}
+
+/*
+ * Under the lock: asks for a commit covering o's unstable data (or its
+ * backend's, with sync), unless one is in flight, backing off or over the
+ * cap. Returns true when a request was added.
+ */
+static bool want_commit(us_engine *e, us_object *o, bool prefer_sync, enum us_reason reason,
+			struct us_commit_req **list, uint64_t now)
+{
+	us_backend *bk = o->backend;
+	struct us_commit_req *r;
+	bool sync;
+
+	if (us_list_empty(&o->unstable) || now < bk->commit_retry_ns)
+		return false;
+	sync_retire(bk, now);
+	if (bk->sync_target)
+		return false; /* a sync in flight covers it */
+	sync = bk->ops.sync && (prefer_sync || !bk->ops.commit);
+	if (!sync) {
+		if (o->commit_target && now >= o->commit_issued_ns + US_COMMIT_TIMEOUT) {
+			o->commit_target = 0;
+			bk->commits_busy--;
+		}
+		if (o->commit_target || bk->commits_busy >= e->max_commits)
+			return false;
+	} else if (bk->commits_busy >= e->max_commits) {
+		return false;
+	}
+	r = us__meta_alloc(e, sizeof(*r));
+	if (!r)
+		return false; /* asked again at the next poll */
+	r->bk = bk;
+	r->reason = reason;
+	if (sync) {
+		r->o = NULL;
+		r->target = bk->max_seq;
+		bk->sync_target = bk->max_seq;
+		bk->sync_issued_ns = now;
+		bk->sync_calls++;
+	} else {
+		r->o = o;
+		r->target = us_container_of(o->unstable.prev, us_buf, link)->seq;
+		o->commit_target = r->target;
+		o->commit_issued_ns = now;
+		bk->commits_busy++;
+		bk->commit_calls++;
+		o->busy++;
+	}
+	r->next = *list;
+	*list = r;
+	return true;
+}
+
+/* Without the lock: calls the commit and sync callbacks; frees the list. */
+static void commit_issue(us_engine *e, struct us_commit_req *list)
+{
+	while (list) {
+		struct us_commit_req *r = list;
+		us_backend *bk = r->bk;
+		int rc;
+
+		list = r->next;
+		us__callback_enter(e);
+		if (r->o)
+			rc = bk->ops.commit(bk->ctx, r->o, r->reason);
+		else
+			rc = bk->ops.sync(bk->ctx, bk, r->reason);
+		us__callback_exit(e);
+		us__lock_nodrain(e);
+		if (rc < 0) {
+			/* Kept unstable; asked again after the backoff. */
+			bk->commit_failed++;
+			bk->commit_backoff_ns =
+				bk->commit_backoff_ns ?
+					min_u64(2 * bk->commit_backoff_ns, US_BACKOFF_MAX) :
+					US_BACKOFF_MIN;
+			bk->commit_retry_ns = us__now(e) + bk->commit_backoff_ns;
+			if (!r->o && bk->sync_target == r->target)
+				bk->sync_target = 0;
+			if (r->o && r->o->commit_target == r->target) {
+				r->o->commit_target = 0;
+				bk->commits_busy--;
+			}
+		} else {
+			bk->commit_backoff_ns = 0;
+		}
+		if (r->o)
+			r->o->busy--;
+		us__meta_free(e, r, sizeof(*r));
+		us__unlock(e);
+	}
+}
+
+/* Under the lock: the reason the policy commits o now, or -1. */
+static int commit_reason(us_engine *e, us_object *o, uint64_t now)
+{
+	struct us_wb *wb = o->wb;
+	us_domain *a;
+
+	if (e->force_commit) {
+		for (a = o->domain; a; a = a->parent)
+			if (a->reclaiming)
+				return US_REASON_RECLAIM;
+		if (2 * wb->unstable >= wb->dirty + wb->writeback + wb->unstable) {
+			int why = us__wb_reason(wb);
+
+			if (why == US_REASON_BACKGROUND || why == US_REASON_THROTTLE)
+				return why;
+		}
+	}
+	if (now >= o->unstable_since_ns + e->commit_interval_ns)
+		return US_REASON_EXPIRY;
+	return -1;
+}
+
+/* A charge that stopped retrying leaves its domain marked: not for long. */
+static void reclaim_expire(us_engine *e, us_domain *d, uint64_t now)
+{
+	struct us_list *pos;
+
+	if (d->reclaiming && now >= d->reclaim_last_ns + 4 * e->reclaim_wait_ns) {
+		d->reclaiming = false;
+		d->reclaim_stalls = 0;
+		d->reclaim_last_ns = 0;
+	}
+	us_list_for_each (pos, &d->children)
+		reclaim_expire(e, us_container_of(pos, us_domain, sibling), now);
+}
+
+void us__commit_policy(us_engine *e, uint64_t now)
+{
+	struct us_commit_req *list = NULL;
+	struct us_list *bpos, *opos;
+
+	reclaim_expire(e, e->root, now);
+	us_list_for_each (bpos, &e->backends) {
+		us_backend *bk = us_container_of(bpos, us_backend, link);
+
+		sync_retire(bk, now);
+		us_list_for_each (opos, &bk->unstable_objs) {
+			us_object *o = us_container_of(opos, us_object, unstable_link);
+			int why = commit_reason(e, o, now);
+
+			if (why >= 0 &&
+			    want_commit(e, o, why != US_REASON_EXPIRY, (enum us_reason)why, &list,
+					now) &&
+			    bk->sync_target)
+				break; /* one sync covers the whole backend */
+		}
+	}
+	if (!list)
+		return;
+	us__unlock(e);
+	commit_issue(e, list);
+	us__lock(e);
+}
+
+/* Under the lock: runs of the dirty buffers of top's subtree, for reclaim. */
+static void reclaim_collect(us_engine *e, us_domain *d, struct us_flush_req **list)
+{
+	struct us_list *pos, *opos, *onext;
+
+	us_list_for_each (pos, &d->wbs) {
+		struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
+		us_backend *bk = wb->backend;
+
+		for (opos = wb->dirty_objs.next; opos != &wb->dirty_objs; opos = onext) {
+			us_object *o = us_container_of(opos, us_object, dirty_link);
+			uint64_t budget, bytes;
+			struct us_flush_req *r;
+			size_t i;
+			int rc;
+
+			onext = opos->next;
+			budget = bk->max_inflight > bk->writeback ?
+					 bk->max_inflight - bk->writeback :
+					 0;
+			if (!budget && bk->writeback)
+				break;
+			r = us__meta_alloc(e, sizeof(*r));
+			if (!r)
+				return;
+			rc = us__flush_collect(o, 0, UINT64_MAX, budget, bk->writeback == 0, &r->bt,
+					       &bytes);
+			if (rc <= 0) {
+				us__meta_free(e, r, sizeof(*r));
+				break;
+			}
+			for (i = 0; i < r->bt.n; i++)
+				r->bt.bufs[i]->flags |= US_BUF_RECLAIM;
+			r->bt.reason = US_REASON_RECLAIM;
+			r->next = *list;
+			*list = r;
+			/* Collecting took o off the list only if it has no
+			 * dirty buffer left; then onext is still linked. */
+			if (o->ndirty)
+				break; /* out of budget */
+		}
+	}
+	us_list_for_each (pos, &d->children)
+		reclaim_collect(e, us_container_of(pos, us_domain, sibling), list);
+}
+
+/* Under the lock: forced commits for the unstable data of top's subtree. */
+static void reclaim_commits(us_engine *e, us_domain *top, struct us_commit_req **list, uint64_t now)
+{
+	struct us_list *bpos, *opos, *p;
+
+	us_list_for_each (bpos, &e->backends) {
+		us_backend *bk = us_container_of(bpos, us_backend, link);
+
+		us_list_for_each (opos, &bk->unstable_objs) {
+			us_object *o = us_container_of(opos, us_object, unstable_link);
+
+			if (!under(o->domain, top))
+				continue;
+			us_list_for_each (p, &o->unstable)
+				us_container_of(p, us_buf, link)->flags |= US_BUF_RECLAIM;
+			if (want_commit(e, o, true, US_REASON_RECLAIM, list, now) &&
+			    bk->sync_target)
+				break;
+		}
+	}
+}
+
+/* Under the lock: the charge no longer waits on d's chain. */
+static void reclaim_done(us_domain *d)
+{
+	for (; d; d = d->parent) {
+		d->reclaiming = false;
+		d->reclaim_stalls = 0;
+		d->reclaim_last_ns = 0;
+	}
+}
+
+int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
+{
+	us_engine *e = o->engine;
+	struct us_flush_req *flushes = NULL;
+	struct us_commit_req *commits = NULL;
+	us_domain *a, *top = NULL;
+	uint64_t now, wait = 0;
+	bool fail = false;
+	int rc;
+
+	us__lock(e);
+	if (us__charge_possible(o->domain, len)) {
+		reclaim_done(o->domain);
+		us__unlock(e);
+		return 0;
+	}
+	now = us__now(e);
+	for (a = o->domain; a; a = a->parent) {
+		if (a->max == US_UNLIMITED || a->c.charged - a->c.evictable + len <= a->max)
+			continue;
+		/* Even with all its pinned data cleaned and evicted, it would
+		 * not fit: nothing to wait for. */
+		if (a->c.charged - a->c.evictable - (a->c.dirty + a->c.writeback + a->c.unstable) +
+			    len >
+		    a->max) {
+			fail = true;
+			break;
+		}
+		top = a;
+		if (!a->reclaiming || !a->reclaim_last_ns) {
+			a->reclaiming = true;
+			a->reclaim_last_ns = now;
+			a->reclaim_seen = a->progress;
+			a->reclaim_stalls = 0;
+		} else if (now >= a->reclaim_last_ns + e->reclaim_wait_ns) {
+			a->reclaim_stalls =
+				a->progress == a->reclaim_seen ? a->reclaim_stalls + 1 : 0;
+			a->reclaim_seen = a->progress;
+			a->reclaim_last_ns = now;
+		}
+		if (a->reclaim_stalls >= e->reclaim_retries)
+			fail = true;
+		if (a->reclaim_last_ns + e->reclaim_wait_ns - now > wait)
+			wait = a->reclaim_last_ns + e->reclaim_wait_ns - now;
+	}
+	if (fail || !top) {
+		reclaim_done(o->domain);
+		rc = us__charge_refused(o->domain, len);
+		us__unlock(e);
+		return rc;
+	}
+	us__domain_event(o->domain, US_EV_RECLAIMS, 1);
+	reclaim_collect(e, top, &flushes);
+	if (e->force_commit)
+		reclaim_commits(e, top, &commits, now);
+	us__unlock(e);
+
+	while (flushes) {
+		struct us_flush_req *r = flushes;
+
+		flushes = r->next;
+		us__flush_issue(e, &r->bt);
+		us__lock_nodrain(e);
+		us__meta_free(e, r, sizeof(*r));
+		us__unlock(e);
+	}
+	commit_issue(e, commits);
+
+	/* Completions inside the callbacks may have made room already. */
+	us__lock(e);
+	rc = us__charge_possible(o->domain, len) ? 0 : -EAGAIN;
+	if (rc == 0)
+		reclaim_done(o->domain);
+	us__unlock(e);
+	if (retry_ns)
+		*retry_ns = rc ? (wait ? wait : 1) : 0;
+	return rc;
+}
+
+int us_object_reclaim(us_object *o, uint64_t length, uint64_t *retry_ns)
+{
+	if (!o || length == 0 || length > UINT32_MAX)
+		return -EINVAL;
+	return us__reclaim(o, length, retry_ns);
+}
