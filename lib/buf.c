@@ -83,6 +83,8 @@ static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 			us_list_del(&o->dirty_link);
 	}
 	if (to == US_BUF_DIRTY) {
+		if (from == US_BUF_CLEAN)
+			b->dirty_seq = ++o->engine->dirty_seq;
 		b->flags &= (uint8_t)~US_BUF_RECLAIM;
 		us__tree_set_mark(o->root, b->node.key, true);
 		if (o->ndirty++ == 0) {
@@ -234,6 +236,12 @@ void us__buf_free(us_engine *e, us_buf *b)
 {
 	us__payload_free(e, b->data, b->length);
 	us__meta_free(e, b, sizeof(*b));
+}
+
+void us__obj_backoff(us_object *o)
+{
+	o->backoff_ns = o->backoff_ns ? min_u64(2 * o->backoff_ns, 5 * US_SEC) : 100 * US_MSEC;
+	o->retry_ns = us__now(o->engine) + o->backoff_ns;
 }
 
 void us__obj_record_error(us_object *o, int err)

@@ -97,7 +97,7 @@ int us_domain_destroy(us_domain *d)
 		return -EINVAL;
 	e = d->engine;
 	us__lock(e);
-	if (d->nchildren || d->nobjects || d->c.charged) {
+	if (d->nchildren || d->nobjects || d->c.charged || d->nsyncs) {
 		us__unlock(e);
 		return -EBUSY;
 	}

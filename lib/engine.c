@@ -194,6 +194,7 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 	e->max_arenas = o.max_arenas;
 	us_list_init(&e->backends);
 	us_list_init(&e->tcaches);
+	us_list_init(&e->syncs);
 	e->lru_tick = e->lru_low = (uint64_t)1 << 62;
 	e->id = atomic_fetch_add(&engine_ids, 1) + 1;
 	e->dirty_expire_ns = 30 * US_SEC;
@@ -325,8 +326,8 @@ int us_engine_destroy(us_engine *e)
 		return -EINVAL;
 	us_list_init(&victims);
 	us__lock(e);
-	/* Everything charged must be evictable, and no callback running. */
-	if (e->root->c.charged != e->root->c.evictable) {
+	/* Everything charged must be evictable, no callback running, no sync. */
+	if (e->root->c.charged != e->root->c.evictable || !us_list_empty(&e->syncs)) {
 		us__unlock(e);
 		return -EBUSY;
 	}

@@ -248,6 +248,7 @@ struct us_domain {
 	uint64_t progress;
 	uint64_t reclaim_seen, reclaim_last_ns, reclaim_stalls;
 	bool reclaiming;
+	uint64_t nsyncs; /* domain syncs running on it */
 	/* jemalloc arena serving this domain's payloads (inherited unless own). */
 	unsigned arena;
 	bool has_arena;
@@ -325,6 +326,7 @@ struct us_object {
 	uint64_t committed_seq;
 	uint64_t unstable_since_ns; /* when its unstable list last became non-empty */
 	uint64_t commit_target;	    /* 0: no commit of the engine's in flight */
+	uint64_t retry_ns, backoff_ns; /* after a failed write: not before retry_ns */
 	uint64_t commit_issued_ns;
 	uint64_t busy; /* callbacks running on this object */
 	uint64_t errseq;
@@ -344,6 +346,9 @@ struct us_buf {
 	_Atomic uint32_t refs;
 	uint32_t wb_gen; /* the collection that put it in WRITEBACK */
 	uint32_t epoch;	 /* its backend's loss epoch when it was written */
+	/* The engine's dirty count when its oldest data not yet durable was
+	 * dirtied (sync.c). */
+	uint64_t dirty_seq;
 	/* The tag of the last writer cache that queued it lock-free, cleared
 	 * when an entry for it is drained (tcache.c); 0: none queued. */
 	_Atomic uint32_t lf_tag;
@@ -431,6 +436,11 @@ struct us_engine {
 	uint32_t wb_gen;
 	/* Writer caches (struct us_tcache.link), drained by every lock. */
 	struct us_list tcaches;
+	/* Syncs running (sync.c), the count of CLEAN -> DIRTY transitions,
+	 * and the sync of a polled shutdown. */
+	struct us_list syncs;
+	uint64_t dirty_seq;
+	struct us_sync *shutdown;
 	uint64_t id; /* unique for the process's lifetime (tcache.c) */
 
 	/* Threaded mode (thread.c), under thr_lock (US_LOCK_THREADS). */
@@ -486,6 +496,8 @@ void us__buf_unstable_unlink(us_buf *b);
 void us__buf_unstable_link(us_buf *b, uint64_t seq);
 void us__buf_free(us_engine *e, us_buf *b);
 void us__obj_record_error(us_object *o, int err);
+/* A write of o failed: its dirty data waits 100 ms, doubling to 5 s. */
+void us__obj_backoff(us_object *o);
 
 /* wb.c: writeback contexts and bandwidth. */
 int us__wb_attach(us_object *o);
@@ -514,6 +526,13 @@ void us__drain_buf(us_engine *e, us_buf *b);
  * lock around the callbacks), reclaim beyond eviction, and the end of an
  * object's commit once its unstable data is covered. */
 void us__commit_policy(us_engine *e, uint64_t now);
+struct us_commit_req;
+bool us__want_commit(us_engine *e, us_object *o, bool prefer_sync, enum us_reason reason,
+		     struct us_commit_req **list, uint64_t now);
+void us__commit_issue(us_engine *e, struct us_commit_req *list);
+/* sync.c: steps every running sync (poll; lock held, dropped around the
+ * callbacks). */
+void us__sync_poll(us_engine *e);
 int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns);
 void us__commit_retire(us_object *o);
 

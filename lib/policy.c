@@ -97,8 +97,8 @@ void us__commit_retire(us_object *o)
  * backend's, with sync), unless one is in flight, backing off or over the
  * cap. Returns true when a request was added.
  */
-static bool want_commit(us_engine *e, us_object *o, bool prefer_sync, enum us_reason reason,
-			struct us_commit_req **list, uint64_t now)
+bool us__want_commit(us_engine *e, us_object *o, bool prefer_sync, enum us_reason reason,
+		     struct us_commit_req **list, uint64_t now)
 {
 	us_backend *bk = o->backend;
 	struct us_commit_req *r;
@@ -146,7 +146,7 @@ static bool want_commit(us_engine *e, us_object *o, bool prefer_sync, enum us_re
 }
 
 /* Without the lock: calls the commit and sync callbacks; frees the list. */
-static void commit_issue(us_engine *e, struct us_commit_req *list)
+void us__commit_issue(us_engine *e, struct us_commit_req *list)
 {
 	while (list) {
 		struct us_commit_req *r = list;
@@ -236,8 +236,8 @@ void us__commit_policy(us_engine *e, uint64_t now)
 			int why = commit_reason(e, o, now);
 
 			if (why >= 0 &&
-			    want_commit(e, o, why != US_REASON_EXPIRY, (enum us_reason)why, &list,
-					now) &&
+			    us__want_commit(e, o, why != US_REASON_EXPIRY, (enum us_reason)why,
+					    &list, now) &&
 			    bk->sync_target)
 				break; /* one sync covers the whole backend */
 		}
@@ -245,7 +245,7 @@ void us__commit_policy(us_engine *e, uint64_t now)
 	if (!list)
 		return;
 	us__unlock(e);
-	commit_issue(e, list);
+	us__commit_issue(e, list);
 	us__lock(e);
 }
 
@@ -266,6 +266,8 @@ static void reclaim_collect(us_engine *e, us_domain *d, struct us_flush_req **li
 			int rc;
 
 			onext = opos->next;
+			if (us__now(e) < o->retry_ns)
+				continue; /* a write failed: backing off */
 			budget = bk->max_inflight > bk->writeback ?
 					 bk->max_inflight - bk->writeback :
 					 0;
@@ -310,7 +312,7 @@ static void reclaim_commits(us_engine *e, us_domain *top, struct us_commit_req *
 				continue;
 			us_list_for_each (p, &o->unstable)
 				us_container_of(p, us_buf, link)->flags |= US_BUF_RECLAIM;
-			if (want_commit(e, o, true, US_REASON_RECLAIM, list, now) &&
+			if (us__want_commit(e, o, true, US_REASON_RECLAIM, list, now) &&
 			    bk->sync_target)
 				break;
 		}
@@ -393,7 +395,7 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 		us__meta_free(e, r, sizeof(*r));
 		us__unlock(e);
 	}
-	commit_issue(e, commits);
+	us__commit_issue(e, commits);
 
 	/* Completions inside the callbacks may have made room already. */
 	us__lock(e);

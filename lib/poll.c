@@ -58,6 +58,8 @@ static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t share, struct pen
 		int rc;
 
 		next = pos->next;
+		if (us__now(e) < o->retry_ns)
+			continue; /* a write failed: backing off */
 		if (why >= 0)
 			reason = (enum us_reason)why;
 		else if (e->expiring && o->dirtied_when_ns <= e->expire_cutoff_ns)
@@ -178,8 +180,10 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 			break;
 	}
 
-	/* Commits the policy asks for (it drops the lock around them). */
+	/* Commits the policy asks for, and the syncs' steps (both drop the
+	 * lock around callbacks). */
 	us__commit_policy(e, now);
+	us__sync_poll(e);
 
 	/* Next: the expiry check, and bandwidth samples while data is pinned. */
 	next = e->next_expiry_ns;

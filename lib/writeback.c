@@ -111,8 +111,10 @@ uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
 				   bt->reason);
 		us__callback_exit(e);
 		us__lock_nodrain(e);
-		if (rc < 0)
+		if (rc < 0) {
 			bk->flush_failed++;
+			us__obj_backoff(o);
+		}
 		for (j = start; j < i; j++) {
 			us_buf *b = bt->bufs[j]; /*
 			 * Not started: what this write still holds goes back to
@@ -227,6 +229,10 @@ int us_buf_write_done(us_buf *b, enum us_write_result result, uint64_t seq, int 
 		break;
 	}
 	b->wb_gen = 0;
+	if (result == US_WRITE_ERROR)
+		us__obj_backoff(o);
+	else
+		o->backoff_ns = 0;
 	if (result == US_WRITE_UNSTABLE && b->epoch != o->backend->epoch) {
 		/* Acknowledged by a server that has restarted since: lost. */
 		b->flags &= (uint8_t)~US_BUF_REDIRTIED;

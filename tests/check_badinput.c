@@ -106,6 +106,7 @@ struct side {
 	us_buf *pending[MAX_PENDING]; /* handed to flush, not completed */
 	size_t npending;
 	bool pending_overflow;
+	uint64_t since; /* an errseq cursor */
 };
 
 struct fixture {
@@ -1224,6 +1225,21 @@ FN(c_ocm_null) E(us_object_commit(NULL))
 FN(c_ocd_null) E(us_object_commit_done(NULL, 1))
 FN(c_ocd_seq0) E(us_object_commit_done(FA->o1, 0))
 FN(c_ocd_seq0_b) E(us_object_commit_done(FB->o2, 0))
+FN(c_or_null) E(us_object_reclaim(NULL, 4096, NULL))
+FN(c_or_zero) E(us_object_reclaim(FA->o1, 0, NULL))
+FN(c_or_huge) E(us_object_reclaim(FA->o1, (uint64_t)1 << 33, NULL))
+FN(c_oss_null) E(us_object_sync_start(NULL, NULL, NULL, (us_sync **)SENTINEL))
+FN(c_oss_null_out) E(us_object_sync_start(FA->o1, NULL, NULL, NULL))
+FN(c_dss_null) E(us_domain_sync_start(NULL, NULL, NULL, (us_sync **)SENTINEL))
+FN(c_dss_null_out) E(us_domain_sync_start(FA->dom[0], NULL, NULL, NULL))
+FN(c_sd_null) E(us_sync_done(NULL))
+FN(c_sf_null) E(us_sync_free(NULL))
+FN(c_os_null) E(us_object_sync(NULL, (uint64_t *)SENTINEL))
+FN(c_os_null_since) E(us_object_sync(FA->o1, NULL))
+FN(c_os_polled) E(us_object_sync(FA->o1, &FA->since))
+FN(c_dsy_null) E(us_domain_sync(NULL))
+FN(c_ds_polled) E(us_domain_sync(FA->dom[0]))
+FN(c_es_null) E(us_engine_shutdown(NULL))
 FN(c_oce_null) E(do_check_error(NULL, false))
 FN(c_oce_null_since) E(do_check_error(FA->o1, true))
 /* us_buf_get */
@@ -1454,6 +1470,21 @@ static const struct bad_case cases[] = {
 	CASE(us_object_commit_done, "NULL", c_ocd_null, -EINVAL),
 	CASE(us_object_commit_done, "seq 0", c_ocd_seq0, -EINVAL),
 	CASE(us_object_commit_done, "seq 0, engine B", c_ocd_seq0_b, -EINVAL),
+	CASE(us_object_reclaim, "NULL object", c_or_null, -EINVAL),
+	CASE(us_object_reclaim, "length 0", c_or_zero, -EINVAL),
+	CASE(us_object_reclaim, "length over 4 GiB", c_or_huge, -EINVAL),
+	CASE(us_object_sync_start, "NULL object", c_oss_null, -EINVAL),
+	CASE(us_object_sync_start, "NULL out", c_oss_null_out, -EINVAL),
+	CASE(us_domain_sync_start, "NULL domain", c_dss_null, -EINVAL),
+	CASE(us_domain_sync_start, "NULL out", c_dss_null_out, -EINVAL),
+	CASE(us_sync_done, "NULL", c_sd_null, -EINVAL),
+	CASE(us_sync_free, "NULL", c_sf_null, -EINVAL),
+	CASE(us_object_sync, "NULL object", c_os_null, -EINVAL),
+	CASE(us_object_sync, "NULL cursor", c_os_null_since, -EINVAL),
+	CASE(us_object_sync, "polled mode", c_os_polled, -EAGAIN),
+	CASE(us_domain_sync, "NULL", c_dsy_null, -EINVAL),
+	CASE(us_domain_sync, "polled mode", c_ds_polled, -EAGAIN),
+	CASE(us_engine_shutdown, "NULL", c_es_null, -EINVAL),
 	CASE(us_object_check_error, "NULL", c_oce_null, -EINVAL),
 	CASE(us_object_check_error, "NULL since", c_oce_null_since, -EINVAL),
 	CASE(us_buf_get, "NULL object", c_bg_null_obj, -EINVAL),
@@ -1600,6 +1631,14 @@ static const char *const public_functions[] = {
 	"us_object_commit_done",
 	"us_object_errseq",
 	"us_object_check_error",
+	"us_object_reclaim",
+	"us_object_sync_start",
+	"us_domain_sync_start",
+	"us_sync_done",
+	"us_sync_free",
+	"us_object_sync",
+	"us_domain_sync",
+	"us_engine_shutdown",
 	"us_buf_get",
 	"us_buf_lookup",
 	"us_buf_next",

@@ -84,6 +84,7 @@ typedef struct us_domain us_domain;
 typedef struct us_backend us_backend;
 typedef struct us_object us_object;
 typedef struct us_buf us_buf;
+typedef struct us_sync us_sync;
 
 /* ------------------------------------------------------------------------ */
 /* Version and errors                                                        */
@@ -496,7 +497,8 @@ US_EXPORT int us_object_commit(us_object *o);
  */
 US_EXPORT int us_object_commit_done(us_object *o, uint64_t seq);
 
-/* * Writeback errors, errseq_t style. us_object_errseq() samples the object's
+/*
+ * Writeback errors, errseq_t style. us_object_errseq() samples the object's
  * error cursor (when a file is opened, say). us_object_check_error() stores
  * in *err the latest error recorded since *since (a negative errno), moves
  * *since forward and returns 1; or returns 0 when there was none: each caller
@@ -504,6 +506,53 @@ US_EXPORT int us_object_commit_done(us_object *o, uint64_t seq);
  */
 US_EXPORT uint64_t us_object_errseq(const us_object *o);
 US_EXPORT int us_object_check_error(us_object *o, uint64_t *since, int *err);
+
+/*
+ * INTEGRITY SYNC (lib/sync.c). A sync covers the data dirtied before it
+ * started, of one object or of every object in a domain's subtree: it
+ * writes that data back (reason US_REASON_SYNC), waits for the writes,
+ * asks for the commits of what was acknowledged unstable (per object, or
+ * with a backend-wide sync for a domain) and waits for them. A failed write
+ * is retried with backoff; a write declared lost cleans its buffer and is
+ * reported through the object's errseq (us_object_check_error()). Data
+ * dirtied after the start does not hold a sync back, but a buffer rewritten
+ * without pause does (its oldest data is never written).
+ *
+ * The non-blocking form: us_object_sync_start() / us_domain_sync_start()
+ * start it and make the first step; each us_engine_poll() and each
+ * us_sync_done() makes another; us_sync_done() returns 1 once done, 0
+ * before; cb (when not NULL) is called once when it is done, without any
+ * engine lock, from whichever of those calls saw it finish. us_sync_free()
+ * releases it, done or not (an object or domain cannot be destroyed while a
+ * sync on it exists: -EBUSY).
+ * Errors: -EINVAL (NULL), -ENOMEM.
+ */
+typedef void (*us_sync_cb)(void *ctx, us_sync *s);
+US_EXPORT int us_object_sync_start(us_object *o, us_sync_cb cb, void *ctx, us_sync **out);
+US_EXPORT int us_domain_sync_start(us_domain *d, us_sync_cb cb, void *ctx, us_sync **out);
+US_EXPORT int us_sync_done(us_sync *s);
+US_EXPORT int us_sync_free(us_sync *s);
+
+/*
+ * The blocking forms, in threaded mode (on a virtual clock they advance
+ * the clock while they wait). us_object_sync() returns 0, or the object's
+ * latest writeback error if the caller has not seen it yet through *since
+ * (its cursor, from us_object_errseq()), which it moves forward: two
+ * callers with their own cursors each see an error once.
+ * Errors: -EINVAL (NULL), -EAGAIN (polled mode: use the non-blocking form),
+ * -EDEADLK (inside a callback), -ENOMEM.
+ */
+US_EXPORT int us_object_sync(us_object *o, uint64_t *since);
+US_EXPORT int us_domain_sync(us_domain *d);
+
+/*
+ * Writes back and commits everything (reason US_REASON_SHUTDOWN), then
+ * destroys the engine. In threaded mode it waits; in polled mode each call
+ * makes a step and returns -EBUSY until everything is durable: keep polling
+ * and calling it. Errors: -EINVAL, -EDEADLK (inside a callback), -EBUSY,
+ * and those of us_engine_destroy().
+ */
+US_EXPORT int us_engine_shutdown(us_engine *e);
 
 /* ------------------------------------------------------------------------ */
 /* Buffers                                                                   */

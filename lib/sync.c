@@ -1,0 +1,364 @@
+/*
+ * Integrity sync and shutdown (issue 4; DESIGN §4, §5).
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * A sync covers an object, or every object of a domain's subtree, and the
+ * data dirtied before it started. Each buffer carries dirty_seq, the
+ * engine's count of CLEAN -> DIRTY transitions when its oldest data not yet
+ * durable was dirtied; it keeps it through WRITEBACK, UNSTABLE, rewrites,
+ * failed writes and lost commits, until the buffer is CLEAN again. A sync
+ * started when the count was S is done when no buffer in its scope is
+ * pinned with dirty_seq <= S. Data dirtied after the start does not hold it
+ * back (a buffer rewritten without pause can, as in Linux without tagging:
+ * its oldest data stays unwritten).
+ *
+ * Each step (at the start, at every poll, at every us_sync_done()) writes
+ * back the scope's dirty buffers (reason SYNC, within the backends'
+ * in-flight caps, objects in error backoff excepted) and, once an object's
+ * writes it waits for are done, asks for one commit of its unstable buffers
+ * (the commit policy's bounds apply);
+ * it is done when nothing is left. Cost: a scan of the scope's buffers per
+ * step.
+ *
+ * Errors are reported the errseq_t way: a permanent error recorded on the
+ * object (US_WRITE_LOST) cleans the buffer, so the sync completes, and each
+ * caller that has not seen the error yet sees it once through its own
+ * cursor (us_object_sync(), us_object_check_error()).
+ */
+#include "internal.h"
+
+struct us_sync {
+	us_engine *e;
+	us_object *o; /* the scope: o, or d's subtree when o is NULL */
+	us_domain *d;
+	uint64_t seq;
+	enum us_reason reason;
+	us_sync_cb cb;
+	void *ctx;
+	bool done, notified, freed;
+	struct us_list link; /* e->syncs */
+};
+
+struct freq {
+	struct us_batch bt;
+	struct freq *next;
+};
+
+static bool in_subtree(const us_domain *d, const us_domain *top)
+{
+	for (; d; d = d->parent)
+		if (d == top)
+			return true;
+	return false;
+}
+
+/*
+ * Under the lock: one object's part of a step. Returns whether the sync
+ * still waits for it; queues flushes and commits.
+ */
+static bool step_object(us_sync *s, us_object *o, uint64_t now, struct freq **flushes,
+			struct us_commit_req **commits)
+{
+	us_engine *e = s->e;
+	us_backend *bk = o->backend;
+	bool wait = false, unstable = false, inflight = false;
+	struct us_tnode *t;
+
+	for (t = us__tree_find_ge(o->root, 0); t;) {
+		us_buf *b = us_container_of(t, us_buf, node);
+		uint8_t st = atomic_load_explicit(&b->state, memory_order_relaxed);
+
+		if (st != US_BUF_CLEAN && b->dirty_seq <= s->seq) {
+			wait = true;
+			if (st == US_BUF_UNSTABLE)
+				unstable = true;
+			else
+				inflight = true; /* DIRTY or WRITEBACK: more to commit */
+		}
+		if (t->key + b->length < t->key)
+			break;
+		t = us__tree_find_ge(o->root, t->key + b->length);
+	}
+	if (!wait)
+		return false;
+	if (o->ndirty && now >= o->retry_ns) {
+		uint64_t budget =
+			bk->max_inflight > bk->writeback ? bk->max_inflight - bk->writeback : 0;
+		struct freq *r;
+		uint64_t bytes;
+
+		if ((budget || !bk->writeback) && (r = us__meta_alloc(e, sizeof(*r)))) {
+			if (us__flush_collect(o, 0, UINT64_MAX, budget, bk->writeback == 0, &r->bt,
+					      &bytes) > 0) {
+				r->bt.reason = s->reason;
+				r->next = *flushes;
+				*flushes = r;
+			} else {
+				us__meta_free(e, r, sizeof(*r));
+			}
+		}
+	}
+	/* One commit for all of it, once its writes are done. */
+	if (unstable && !inflight)
+		us__want_commit(e, o, s->o == NULL, s->reason, commits, now);
+	return true;
+}
+
+/* Under the lock: one step of s; issues nothing (the caller does). */
+static void step(us_sync *s, struct freq **flushes, struct us_commit_req **commits)
+{
+	us_engine *e = s->e;
+	uint64_t now = us__now(e);
+	struct us_list *bpos, *opos;
+	bool wait = false;
+
+	if (s->done)
+		return;
+	if (s->o) {
+		wait = step_object(s, s->o, now, flushes, commits);
+	} else {
+		us_list_for_each (bpos, &e->backends) {
+			us_backend *bk = us_container_of(bpos, us_backend, link);
+
+			us_list_for_each (opos, &bk->objects) {
+				us_object *o = us_container_of(opos, us_object, link);
+
+				if (in_subtree(o->domain, s->d) &&
+				    step_object(s, o, now, flushes, commits))
+					wait = true;
+			}
+		}
+	}
+	s->done = !wait;
+}
+
+/* Without the lock: issues what steps queued, and empties the lists. */
+static void issue(us_engine *e, struct freq **fl, struct us_commit_req **cl)
+{
+	struct freq *flushes = *fl;
+	struct us_commit_req *commits = *cl;
+
+	*fl = NULL;
+	*cl = NULL;
+	while (flushes) {
+		struct freq *r = flushes;
+
+		flushes = r->next;
+		us__flush_issue(e, &r->bt);
+		us__lock_nodrain(e);
+		us__meta_free(e, r, sizeof(*r));
+		us__unlock(e);
+	}
+	us__commit_issue(e, commits);
+}
+
+/* Calls the callbacks of the syncs that are done and not told yet. Lock
+ * held on entry and on return; dropped around each callback. */
+static void notify(us_engine *e)
+{
+	struct us_list *pos;
+
+again:
+	us_list_for_each (pos, &e->syncs) {
+		us_sync *s = us_container_of(pos, us_sync, link);
+
+		if (s->done && !s->notified) {
+			s->notified = true;
+			if (s->cb) {
+				us__unlock(e);
+				us__callback_enter(e);
+				s->cb(s->ctx, s);
+				us__callback_exit(e);
+				us__lock(e);
+				goto again; /* the list may have changed */
+			}
+		}
+	}
+}
+
+void us__sync_poll(us_engine *e)
+{
+	struct freq *flushes = NULL;
+	struct us_commit_req *commits = NULL;
+	struct us_list *pos;
+
+	if (us_list_empty(&e->syncs))
+		return;
+	us_list_for_each (pos, &e->syncs)
+		step(us_container_of(pos, us_sync, link), &flushes, &commits);
+	if (flushes || commits) {
+		us__unlock(e);
+		issue(e, &flushes, &commits);
+		us__lock(e);
+		/* Synchronous completions may have finished some. */
+		us_list_for_each (pos, &e->syncs)
+			step(us_container_of(pos, us_sync, link), &flushes, &commits);
+		if (flushes || commits) {
+			us__unlock(e);
+			issue(e, &flushes, &commits);
+			us__lock(e);
+		}
+	}
+	notify(e);
+}
+
+static int start(us_engine *e, us_object *o, us_domain *d, enum us_reason reason, us_sync_cb cb,
+		 void *ctx, us_sync **out)
+{
+	us_sync *s = us__meta_alloc(e, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->e = e;
+	s->o = o;
+	s->d = d;
+	s->reason = reason;
+	s->cb = cb;
+	s->ctx = ctx;
+	us__lock(e);
+	s->seq = e->dirty_seq;
+	if (o)
+		o->busy++;
+	else
+		d->nsyncs++;
+	us_list_add_tail(&e->syncs, &s->link);
+	us__unlock(e);
+	*out = s;
+	us_sync_done(s);
+	return 0;
+}
+
+int us_object_sync_start(us_object *o, us_sync_cb cb, void *ctx, us_sync **out)
+{
+	if (!o || !out)
+		return -EINVAL;
+	return start(o->engine, o, NULL, US_REASON_SYNC, cb, ctx, out);
+}
+
+int us_domain_sync_start(us_domain *d, us_sync_cb cb, void *ctx, us_sync **out)
+{
+	if (!d || !out)
+		return -EINVAL;
+	return start(d->engine, NULL, d, US_REASON_SYNC, cb, ctx, out);
+}
+
+int us_sync_done(us_sync *s)
+{
+	us_engine *e;
+	struct freq *flushes = NULL;
+	struct us_commit_req *commits = NULL;
+	int done;
+
+	if (!s)
+		return -EINVAL;
+	e = s->e;
+	us__lock(e);
+	step(s, &flushes, &commits);
+	if (flushes || commits) {
+		us__unlock(e);
+		issue(e, &flushes, &commits);
+		us__lock(e);
+		step(s, &flushes, &commits);
+		if (flushes || commits) {
+			us__unlock(e);
+			issue(e, &flushes, &commits);
+			us__lock(e);
+		}
+	}
+	notify(e);
+	done = s->done;
+	us__unlock(e);
+	return done;
+}
+
+int us_sync_free(us_sync *s)
+{
+	us_engine *e;
+
+	if (!s)
+		return -EINVAL;
+	e = s->e;
+	us__lock(e);
+	us_list_del(&s->link);
+	if (s->o)
+		s->o->busy--;
+	else
+		s->d->nsyncs--;
+	us__unlock(e);
+	us__meta_free(e, s, sizeof(*s));
+	return 0;
+}
+
+/* The blocking forms wait on the engine's clock, for the flushers. */
+static int wait_sync(us_engine *e, us_sync *s)
+{
+	int rc;
+
+	while ((rc = us_sync_done(s)) == 0) {
+		us__kick(e);
+		us__sleep(e, US_MSEC);
+	}
+	return rc < 0 ? rc : 0;
+}
+
+int us_object_sync(us_object *o, uint64_t *since)
+{
+	us_sync *s;
+	int rc, err = 0;
+
+	if (!o || !since)
+		return -EINVAL;
+	if (!o->engine->nthreads)
+		return -EAGAIN; /* polled mode: us_object_sync_start() */
+	if (us__in_callback(o->engine))
+		return -EDEADLK;
+	if ((rc = us_object_sync_start(o, NULL, NULL, &s)))
+		return rc;
+	rc = wait_sync(o->engine, s);
+	us_sync_free(s);
+	if (rc)
+		return rc;
+	return us_object_check_error(o, since, &err) == 1 ? err : 0;
+}
+
+int us_domain_sync(us_domain *d)
+{
+	us_sync *s;
+	int rc;
+
+	if (!d)
+		return -EINVAL;
+	if (!d->engine->nthreads)
+		return -EAGAIN;
+	if (us__in_callback(d->engine))
+		return -EDEADLK;
+	if ((rc = us_domain_sync_start(d, NULL, NULL, &s)))
+		return rc;
+	rc = wait_sync(d->engine, s);
+	us_sync_free(s);
+	return rc;
+}
+
+int us_engine_shutdown(us_engine *e)
+{
+	int rc;
+
+	if (!e)
+		return -EINVAL;
+	if (us__in_callback(e))
+		return -EDEADLK;
+	if (!e->shutdown) {
+		rc = start(e, NULL, e->root, US_REASON_SHUTDOWN, NULL, NULL, &e->shutdown);
+		if (rc)
+			return rc;
+	}
+	if (e->nthreads)
+		wait_sync(e, e->shutdown);
+	else if (us_sync_done(e->shutdown) != 1)
+		return -EBUSY; /* polled mode: poll, and call again */
+	us_sync_free(e->shutdown);
+	e->shutdown = NULL;
+	rc = us_engine_destroy(e);
+	return rc;
+}
