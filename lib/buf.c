@@ -320,7 +320,7 @@ int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigned flags, u
 			wait = false;
 		while ((rc = us__reclaim(o, length, &retry)) == -EAGAIN && wait) {
 			us__kick(e);
-			us__sleep(e, retry);
+			us__wait_progress(e, retry);
 		}
 		if (rc)
 			return rc;
@@ -371,13 +371,7 @@ int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigned flags, u
 	us__domain_add(o->domain, US_COUNTER(clean), length);
 	us__domain_add(o->domain, US_COUNTER(buffers), 1);
 	us__domain_event(o->domain, US_EV_CHARGES, 1);
-	{
-		us_domain *a;
-
-		for (a = o->domain; a; a = a->parent)
-			if (a->high != US_UNLIMITED && a->c.charged > a->high)
-				a->ev[US_EV_HIGH_EVENTS]++;
-	}
+	us__high_penalty(o, &victims);
 	/* Less headroom for every domain under a max'd ancestor: credit
 	 * granted before may no longer fit their thresholds. */
 	if (e->root->granted)

@@ -54,6 +54,7 @@ int us_backend_commit_done(us_backend *bk, uint64_t seq)
 		next = pos->next; /* clean_upto() may unlink pos */
 		n += clean_upto(us_container_of(pos, us_object, unstable_link), seq);
 	}
+	us__kick(bk->engine); /* progress: reclaim and sync waiters */
 	us__unlock(bk->engine);
 	return clamp_count(n);
 }
@@ -69,6 +70,7 @@ int us_object_commit_done(us_object *o, uint64_t seq)
 	if (seq > o->committed_seq)
 		o->committed_seq = seq;
 	n = clean_upto(o, seq);
+	us__kick(o->engine);
 	us__unlock(o->engine);
 	return clamp_count(n);
 }

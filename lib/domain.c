@@ -315,6 +315,7 @@ int us_domain_stats(const us_domain *d, struct us_domain_stats *st)
 	s.bg_flushed = d->ev[US_EV_BG_FLUSHED];
 	s.expired_flushed = d->ev[US_EV_EXPIRED_FLUSHED];
 	s.reclaims = d->ev[US_EV_RECLAIMS];
+	s.high_delay_ns = d->ev[US_EV_HIGH_DELAY_NS];
 	us__unlock(e);
 	s.size = sz;
 	memcpy(st, &s, sizeof(s));

@@ -199,6 +199,7 @@ enum us_event {
 	US_EV_BG_FLUSHED,
 	US_EV_EXPIRED_FLUSHED,
 	US_EV_RECLAIMS,
+	US_EV_HIGH_DELAY_NS,
 	US_EV__COUNT,
 };
 
@@ -315,6 +316,7 @@ struct us_object {
 	struct us_wb *wb;
 	struct us_list dirty_link;    /* wb->dirty_objs while ndirty > 0 */
 	uint64_t pause_debt_ns;	      /* throttle pauses not yet returned */
+	uint64_t high_debt_ns;	      /* memory.high delay not yet returned */
 	struct us_list link;	      /* backend->objects */
 	struct us_list unstable_link; /* backend->unstable_objs */
 	struct us_tnode *root;	      /* buffers by offset */
@@ -449,6 +451,7 @@ struct us_engine {
 	pthread_t *threads;
 	unsigned nthreads;
 	bool stop, kicked;
+	uint64_t kick_gen; /* kicks, ever: waiters for progress watch it */
 	/* Threads running a callback now, and how deep (us__in_callback()). */
 	pthread_t cb_thread[US_CB_SLOTS];
 	unsigned cb_depth[US_CB_SLOTS];
@@ -548,6 +551,8 @@ uint64_t us__gen_next(void);
  * Needs only pinned + granted, which a drain does not change: the lock
  * need not have drained. Returns whether tc holds credit for o now. */
 bool us__credit_grant(struct us_tcache *tc, us_object *o);
+/* A charge by o left a domain above high: evict, reclaim, delay o. */
+void us__high_penalty(us_object *o, struct us_list *victims);
 /* Makes the credit of d's subtree unspendable (its caches give it back). */
 void us__credit_revoke(us_domain *d);
 /* After a charge, which shrinks the headroom of every domain under the
@@ -584,6 +589,9 @@ void us__threads_fini(us_engine *e);
 void us__kick(us_engine *e);
 /* Waits ns on the engine's clock (advances a virtual clock). */
 void us__sleep(us_engine *e, uint64_t ns);
+/* Waits up to ns for progress (a kick: a completion, a commit); on a
+ * virtual clock, or without flushers, it is us__sleep(). */
+void us__wait_progress(us_engine *e, uint64_t ns);
 /* Marks the current thread as running a callback of e, or not. */
 void us__callback_enter(us_engine *e);
 void us__callback_exit(us_engine *e);

@@ -297,7 +297,7 @@ static int wait_sync(us_engine *e, us_sync *s)
 
 	while ((rc = us_sync_done(s)) == 0) {
 		us__kick(e);
-		us__sleep(e, US_MSEC);
+		us__wait_progress(e, 10 * US_MSEC);
 	}
 	return rc < 0 ? rc : 0;
 }

@@ -122,7 +122,24 @@ void us__kick(us_engine *e)
 		return; /* polled mode: nobody to wake */
 	pthread_mutex_lock(&e->thr_lock);
 	e->kicked = true;
+	e->kick_gen++;
 	pthread_cond_broadcast(&e->thr_cond);
+	pthread_mutex_unlock(&e->thr_lock);
+}
+
+void us__wait_progress(us_engine *e, uint64_t ns)
+{
+	uint64_t gen, deadline;
+
+	if (e->clock == US_CLOCK_VIRTUAL || !e->nthreads) {
+		us__sleep(e, ns);
+		return;
+	}
+	deadline = us__now(e) + ns;
+	pthread_mutex_lock(&e->thr_lock);
+	gen = e->kick_gen;
+	while (e->kick_gen == gen && !e->stop && us__now(e) < deadline)
+		wait_until(e, deadline);
 	pthread_mutex_unlock(&e->thr_lock);
 }
 

@@ -287,9 +287,58 @@ START_TEST(test_high_events)
 	ck_assert_int_eq(us_domain_set_limit(d, US_LIMIT_HIGH, 2 * K4), 0);
 	ck_assert_int_eq(put_buf(o, 0, 2 * K4, false), 1);
 	ck_assert_uint_eq(tu_stats(d).high_events, 0);
+	/* Crossing high evicts the clean unreferenced data down to it. */
 	ck_assert_int_eq(put_buf(o, 2 * K4, K4, false), 1);
 	ck_assert_uint_eq(tu_stats(d).high_events, 1);
-	ck_assert_uint_eq(tu_stats(d).charged_bytes, 3 * K4);
+	ck_assert_uint_eq(tu_stats(d).charged_bytes, K4);
+	ck_assert_uint_eq(tu_stats(d).high_delay_ns, 0);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
+/*
+ * Above high with nothing to evict (the buffers are referenced): each
+ * charge earns the writer a delay, 2 s * min(1, (4 * overage / high)^2),
+ * returned with its next pause: it grows with the square of the overage
+ * and stops at the 2 s cap.
+ */
+START_TEST(test_high_penalty)
+{
+	us_engine *e = tu_engine(1u << 30);
+	const uint64_t bs = 64 * 1024, high = 16 * bs;
+	struct tb t;
+	us_domain *d = mk(e, NULL, "d");
+	us_buf *held[24];
+	us_object *o;
+	uint64_t p, prev = 0;
+	int i;
+
+	tb_init(&t, e, true, false);
+	o = obj(&t, d);
+	ck_assert_int_eq(us_domain_set_limit(d, US_LIMIT_HIGH, high), 0);
+	for (i = 0; i < 24; i++) {
+		ck_assert_int_eq(us_buf_get(o, (uint64_t)i * bs, bs, US_GET_NODATA, &held[i]), 1);
+		ck_assert_int_eq(us_object_balance(o, &p), 0);
+		if (i < 16) {
+			ck_assert_uint_eq(p, 0);
+			continue;
+		}
+		{
+			double r = 4.0 * (double)((uint64_t)(i - 15) * bs) / (double)high;
+			uint64_t want = (uint64_t)(2e9 * (r * r > 1.0 ? 1.0 : r * r));
+
+			ck_assert_uint_eq(p, want);
+		}
+		ck_assert_uint_ge(p, prev);
+		ck_assert_uint_le(p, 2000000000u);
+		prev = p;
+	}
+	ck_assert_uint_eq(prev, 2000000000u); /* the cap, from 25 % over */
+	ck_assert_uint_eq(tu_stats(d).high_events, 8);
+	ck_assert_uint_gt(tu_stats(d).high_delay_ns, 8000000000u);
+	ck_assert_uint_eq(tu_stats(d).charged_bytes, 24 * bs); /* max is not high */
+	for (i = 0; i < 24; i++)
+		ck_assert_int_eq(us_buf_put(held[i]), 0);
 	ck_assert_int_eq(us_engine_destroy(e), 0);
 }
 END_TEST
@@ -333,6 +382,7 @@ int main(void)
 	tcase_add_test(tc, test_lower_max_at_runtime);
 	tcase_add_test(tc, test_effective_limits);
 	tcase_add_test(tc, test_high_events);
+	tcase_add_test(tc, test_high_penalty);
 	tcase_add_test(tc, test_stat_text);
 	suite_add_tcase(s, tc);
 	return tu_run(s);

@@ -330,6 +330,104 @@ START_TEST(test_threaded_stress)
 }
 END_TEST
 
+/* A backend whose writes are acknowledged unstable at once and whose sync
+ * commits at once, from any thread. */
+struct ibk {
+	pthread_mutex_t m;
+	us_backend *bk;
+	uint64_t txn, syncs;
+};
+
+static int ibk_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
+		     uint64_t length, enum us_reason reason)
+{
+	struct ibk *x = ctx;
+	size_t i;
+
+	(void)obj;
+	(void)offset;
+	(void)length;
+	(void)reason;
+	for (i = 0; i < n; i++) {
+		uint64_t t;
+
+		pthread_mutex_lock(&x->m);
+		t = ++x->txn;
+		pthread_mutex_unlock(&x->m);
+		if (us_buf_write_done(bufs[i], US_WRITE_UNSTABLE, t, 0))
+			return -EIO;
+	}
+	return 0;
+}
+
+static int ibk_sync(void *ctx, us_backend *b, enum us_reason reason)
+{
+	struct ibk *x = ctx;
+	uint64_t t;
+
+	(void)reason;
+	pthread_mutex_lock(&x->m);
+	t = x->txn;
+	x->syncs++;
+	pthread_mutex_unlock(&x->m);
+	if (t)
+		us_backend_commit_done(b, t);
+	return 0;
+}
+
+/*
+ * Threaded mode, blocking calls: 8 MiB written through a 1 MiB domain whose
+ * data only a commit frees. Charges wait for reclaim instead of failing,
+ * us_object_sync() returns once everything is durable, and
+ * us_engine_shutdown() writes back, commits and destroys.
+ */
+START_TEST(test_blocking_reclaim_sync_shutdown)
+{
+	struct us_backend_ops ops = { .size = sizeof(ops), .flush = ibk_flush, .sync = ibk_sync };
+	struct us_engine_options opts;
+	struct ibk x = { .txn = 0 };
+	us_engine *e;
+	us_domain *d;
+	us_object *o;
+	uint64_t since, i, max = 16 * 65536, syncs;
+
+	pthread_mutex_init(&x.m, NULL);
+	us_engine_options_init(&opts);
+	opts.clock = US_CLOCK_VIRTUAL;
+	opts.memory_bytes = 1u << 30;
+	opts.flusher_threads = 2;
+	ck_assert_int_eq(us_engine_create(&opts, &e), 0);
+	ck_assert_int_eq(us_backend_create(e, &ops, &x, &x.bk), 0);
+	ck_assert_int_eq(us_domain_create(e, NULL, "d", 0, &d), 0);
+	ck_assert_int_eq(us_domain_set_limit(d, US_LIMIT_MAX, max), 0);
+	ck_assert_int_eq(us_object_create(x.bk, d, NULL, &o), 0);
+	since = us_object_errseq(o);
+	for (i = 0; i < 128; i++) {
+		us_buf *b;
+
+		tu_assert(us_buf_get(o, i * 65536, 65536, US_GET_NODATA, &b) == 1, "get %llu",
+			  (unsigned long long)i);
+		tu_assert(us_buf_dirty(b, NULL) == 0, "dirty");
+		tu_assert(us_buf_put(b) == 0, "put");
+		tu_assert(tu_stats(d).charged_bytes <= max, "charged above max");
+	}
+	ck_assert_uint_eq(tu_stats(d).enomem, 0);
+	ck_assert_uint_le(tu_stats(d).peak_charged_bytes, max);
+	ck_assert_int_eq(us_object_sync(o, &since), 0);
+	{
+		struct us_domain_stats st = tu_stats(d);
+
+		ck_assert_uint_eq(st.dirty_bytes + st.writeback_bytes + st.unstable_bytes, 0);
+	}
+	pthread_mutex_lock(&x.m);
+	syncs = x.syncs;
+	pthread_mutex_unlock(&x.m);
+	ck_assert_uint_gt(syncs, 0);
+	ck_assert_int_eq(us_engine_shutdown(e), 0);
+	pthread_mutex_destroy(&x.m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threads");
@@ -337,6 +435,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, test_threaded_stress, 0, 2);
+	tcase_add_test(tc, test_blocking_reclaim_sync_shutdown);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }

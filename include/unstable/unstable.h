@@ -280,8 +280,12 @@ US_EXPORT us_domain *us_domain_parent(const us_domain *d);
  * dirty 20 % (Linux's defaults).
  */
 enum us_limit {
-	US_LIMIT_MAX = 0,  /* hard limit on charged bytes, never crossed */
-	US_LIMIT_HIGH = 1, /* soft limit: crossing it is counted */
+	US_LIMIT_MAX = 0, /* hard limit on charged bytes, never crossed */
+	/* Soft limit, like memory.high: a charge that leaves the domain above
+	 * it evicts down to it, starts reclaim for the rest, and delays the
+	 * charging writer (its next pause) by 2 s * min(1, (4 * over / high)^2):
+	 * 80 ms at 5 % over, the 2 s cap from 25 % (lib/throttle.c). */
+	US_LIMIT_HIGH = 1,
 	US_LIMIT_DIRTY_BG_BYTES = 2,
 	US_LIMIT_DIRTY_BG_RATIO = 3, /* percent, 0..100 */
 	US_LIMIT_DIRTY_BYTES = 4,
@@ -770,6 +774,8 @@ struct us_domain_stats {
 	uint64_t expired_flushed; /* expiry */
 	/* Charges that waited for writeback or commits (us_object_reclaim()). */
 	uint64_t reclaims;
+	/* memory.high delays given to writers of this domain's objects. */
+	uint64_t high_delay_ns;
 };
 
 /* Errors: -EINVAL (NULL, st->size smaller than the first release's). */
