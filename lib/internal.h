@@ -432,6 +432,7 @@ struct us_engine {
 	uint64_t max_flush_bytes, bw_interval_ns, bw_period_ns, init_bw;
 	uint64_t force_commit, commit_interval_ns, max_commits;
 	uint64_t reclaim_wait_ns, reclaim_retries;
+	uint64_t next_purge_ns; /* arenas purged after eviction, not before */
 	uint64_t next_expiry_ns;
 	uint64_t expire_cutoff_ns; /* dirty before it: expired (when expiring) */
 	bool expiring;

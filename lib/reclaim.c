@@ -119,11 +119,35 @@ int us__charge(us_domain *d, uint64_t len, struct us_list *victims)
 	return 0;
 }
 
+/*
+ * After eviction the payloads' pages are free in their arenas but still
+ * resident: the arenas that served them are purged, at most once per
+ * reclaim_wait for the engine, so that the process's resident memory falls
+ * with the charged bytes (DESIGN §6) without a madvise per buffer.
+ */
+#define US_PURGE_MAX 8
+
 void us__victims_release(us_engine *e, struct us_list *victims)
 {
+	unsigned arenas[US_PURGE_MAX], narenas = 0, i;
+	bool purge = false;
+
+	us__lock_nodrain(e);
+	if (!us_list_empty(victims) && us__now(e) >= e->next_purge_ns) {
+		purge = true;
+		e->next_purge_ns = us__now(e) + e->reclaim_wait_ns;
+	}
+	us__unlock(e);
 	while (!us_list_empty(victims)) {
 		us_buf *b = us_container_of(victims->next, us_buf, link);
 		us_object *o = b->obj;
+
+		if (purge && b->data && o->domain->has_arena) {
+			for (i = 0; i < narenas && arenas[i] != o->domain->arena; i++)
+				;
+			if (i == narenas && narenas < US_PURGE_MAX)
+				arenas[narenas++] = o->domain->arena;
+		}
 
 		us_list_del(&b->link);
 		if (o->backend->ops.evict) {
@@ -136,4 +160,6 @@ void us__victims_release(us_engine *e, struct us_list *victims)
 		us__unlock(e);
 		us__buf_free(e, b);
 	}
+	for (i = 0; i < narenas; i++)
+		us__arena_purge(e, arenas[i]);
 }

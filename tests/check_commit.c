@@ -684,6 +684,9 @@ START_TEST(test_seed1_dd)
 		ck_assert_uint_eq(r.bytes, 64 * MIB * times2[i] / 2);
 		ck_assert_uint_le(r.peak_charged, 64 * MIB);
 		ck_assert(r.ratio >= 0.90);
+		/* No commit storm: a commit per 4 MiB or more (the dirty limit
+		 * is 12.8 MiB). */
+		ck_assert_uint_le(r.syncs, 256);
 		world_fini(&w);
 	}
 }
@@ -744,6 +747,8 @@ START_TEST(test_seed2_small_limit)
 	ck_assert_uint_eq(r.enomem, 0);
 	ck_assert_uint_eq(r.bytes, 1ull << 30);
 	ck_assert_uint_le(r.peak_charged, 5 * MIB);
+	/* A commit per 256 KiB or more, with a dirty limit of 1 MiB. */
+	ck_assert_uint_le(r.syncs, 4096);
 	/* Throttled on writeback: paused, or held at the dirty limit. */
 	ck_assert_uint_gt(tu_stats(w.d).paused + tu_stats(w.d).over_limit, 0);
 	ck_assert(r.ratio >= 0.80);

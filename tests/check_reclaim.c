@@ -1,0 +1,152 @@
+/*
+ * Reclaim details: the arena purge after eviction, and the backoff of an
+ * object whose writes fail.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "internal.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#ifdef US_WITH_JEMALLOC
+#include <jemalloc/jemalloc.h>
+
+/* The arena's resident bytes, from fresh statistics. */
+static size_t arena_resident(unsigned ind)
+{
+	uint64_t epoch = 1;
+	size_t sz = sizeof(epoch), resident = 0, rsz = sizeof(resident);
+	char name[64];
+
+	ck_assert_int_eq(mallctl("epoch", &epoch, &sz, &epoch, sz), 0);
+	snprintf(name, sizeof(name), "stats.arenas.%u.resident", ind);
+	ck_assert_int_eq(mallctl(name, &resident, &rsz, NULL, 0), 0);
+	return resident;
+}
+#endif
+
+/*
+ * A domain with its own arena fills 16 MiB of payload; lowering its max to
+ * 4 MiB evicts 12 MiB, and the arena is purged after the eviction: the
+ * arena's resident memory, read from jemalloc's statistics, falls with the
+ * charged bytes.
+ */
+START_TEST(test_purge_after_reclaim)
+{
+#ifndef US_WITH_JEMALLOC
+	fprintf(stderr, "purge: built without jemalloc, nothing to measure\n");
+#else
+	us_engine *e = tu_engine(1u << 30);
+	struct tb t;
+	us_domain *d;
+	us_object *o;
+	size_t before, after;
+	int i;
+
+	tb_init(&t, e, true, false);
+	ck_assert_int_eq(us_domain_create(e, NULL, "d", US_DOMAIN_ARENA, &d), 0);
+	ck_assert(d->has_arena);
+	ck_assert_int_eq(us_object_create(t.backend, d, NULL, &o), 0);
+	for (i = 0; i < 256; i++) {
+		us_buf *b;
+
+		ck_assert_int_eq(us_buf_get(o, (uint64_t)i << 16, 1 << 16, 0, &b), 1);
+		memset(us_buf_data(b), 0x5a, 1 << 16); /* touch every page */
+		ck_assert_int_eq(us_buf_put(b), 0);
+	}
+	before = arena_resident(d->arena);
+	ck_assert_uint_ge(before, 16u << 20);
+	ck_assert_int_eq(us_domain_set_limit(d, US_LIMIT_MAX, 4u << 20), 0);
+	ck_assert_uint_eq(tu_stats(d).charged_bytes, 4u << 20);
+	ck_assert_uint_eq(tu_stats(d).evictions, 192);
+	after = arena_resident(d->arena);
+	fprintf(stderr, "purge: arena resident %zu KiB before, %zu KiB after evicting 12 MiB\n",
+		before >> 10, after >> 10);
+	ck_assert_uint_lt(after, before - (8u << 20));
+	tu_check(e);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+#endif
+}
+END_TEST
+
+static int fail_flush(void *ctx, us_object *o, us_buf *const *bufs, size_t n, uint64_t off,
+		      uint64_t len, enum us_reason reason)
+{
+	uint64_t *calls = ctx;
+
+	(void)o;
+	(void)bufs;
+	(void)n;
+	(void)off;
+	(void)len;
+	(void)reason;
+	++*calls;
+	return -EIO;
+}
+
+/*
+ * An object whose flush keeps failing is retried with backoff (100 ms,
+ * doubling), not at every poll; its data stays dirty, counted.
+ */
+START_TEST(test_flush_backoff)
+{
+	struct us_backend_ops ops = { .size = sizeof(ops),
+				      .flush = fail_flush,
+				      .sync = tu_sync_ok };
+	us_engine *e = tu_engine(1u << 30);
+	us_backend *bk;
+	us_domain *d;
+	us_object *o;
+	uint64_t calls = 0, now, next = 0, i;
+
+	ck_assert_int_eq(us_backend_create(e, &ops, &calls, &bk), 0);
+	ck_assert_int_eq(us_domain_create(e, NULL, "d", 0, &d), 0);
+	ck_assert_int_eq(us_domain_set_limit(d, US_LIMIT_DIRTY_BG_BYTES, 64 << 10), 0);
+	ck_assert_int_eq(us_object_create(bk, d, NULL, &o), 0);
+	for (i = 0; i < 32; i++) {
+		us_buf *b;
+		uint64_t p;
+
+		ck_assert_int_eq(us_buf_get(o, i << 12, 4096, US_GET_NODATA, &b), 1);
+		ck_assert_int_ge(us_buf_dirty(b, &p), 0);
+		ck_assert_int_eq(us_buf_put(b), 0);
+	}
+	/* Poll every 10 ms for 3 s: past the background threshold, every poll
+	 * would flush; the backoff allows 100, 200, 400, 800, 1600 ms gaps. */
+	for (now = 0; now <= 3000000000u; now += 10000000u)
+		ck_assert_int_ge(us_engine_poll(e, now, &next), 0);
+	fprintf(stderr, "backoff: %llu flush calls in 3 s of polls every 10 ms\n",
+		(unsigned long long)calls);
+	ck_assert_uint_ge(calls, 4);
+	ck_assert_uint_le(calls, 7);
+	ck_assert_uint_eq(tu_stats(d).dirty_bytes, 32 * 4096);
+	tu_check(e);
+	/* The user gives up on the data: drop it (truncate), then destroy. */
+	for (i = 0; i < 32; i++) {
+		us_buf *b;
+
+		ck_assert_int_eq(us_buf_get(o, i << 12, 4096, US_GET_NOCREATE, &b), 0);
+		ck_assert_int_eq(us_buf_drop(b), 0);
+	}
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("reclaim");
+	TCase *tc = tcase_create("reclaim");
+
+	tcase_add_test(tc, test_purge_after_reclaim);
+	tcase_add_test(tc, test_flush_backoff);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(suite());
+}
