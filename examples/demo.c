@@ -7,21 +7,20 @@
  * A writer copies 32 MiB in 128 KiB buffers into a domain whose max is
  * 2 MiB. The simulated server acknowledges every write as UNSTABLE (it has
  * the data, not yet durable) and commits on its own only when 8 MiB of
- * uncommitted data have piled up in its journal: far more than the client's
- * limit. It runs twice:
+ * uncommitted data have piled up in its journal, far more than the client's
+ * limit, or when asked. It runs twice, in polled mode on a virtual clock:
  *
- *   1. "no forced commit": when a charge is refused the writer flushes its
- *      dirty buffers but never asks for a commit. The domain fills with
- *      unstable buffers it cannot free, and the writer is stuck: the OOM of
- *      the Lustre client in shared/seeds.
- *   2. "flush, then commit": when a charge is refused the writer flushes and
- *      then asks the backend to commit (us_object_commit()). The commit
- *      frees the unstable buffers, they are evicted, and the copy completes
- *      without the domain ever passing its max.
- *
- * The writeback and commit policies that make these decisions on their own
- * come with the engine's writeback and reclaim machinery; this program makes
- * them by hand with the core calls to show the accounting.
+ *   1. "unpatched": the engine does not force commits
+ *      (US_PARAM_FORCE_COMMIT 0) and the writer ignores the throttle, like a
+ *      client whose kernel does not count its unstable pages. The domain
+ *      fills with unstable buffers that only a commit can free; reclaim sees
+ *      no progress for 16 waits of 100 ms and the charge fails with ENOMEM:
+ *      the OOM of the Lustre client in shared/seeds.
+ *   2. "unstable": the library's policy. The writer is throttled on its
+ *      pinned bytes (unstable included), the engine writes back past the
+ *      background threshold and forces a commit when unstable data is most
+ *      of them, and reclaim does the same when a charge needs memory. The
+ *      copy completes without the domain ever passing its max.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -96,8 +95,8 @@ static void row(us_domain *d, uint64_t written)
 	       (unsigned long long)(st.clean_bytes / KIB));
 }
 
-/* Copies COPY_BYTES; returns the bytes written before finishing or sticking. */
-static int run(bool force_commit)
+/* Copies COPY_BYTES; returns 0 when done, 2 when stopped by ENOMEM. */
+static int run(bool patched)
 {
 	struct us_engine_options opts;
 	struct us_backend_ops ops = { .size = sizeof(ops) };
@@ -106,8 +105,8 @@ static int run(bool force_commit)
 	us_engine *e;
 	us_domain *d;
 	us_object *o;
-	uint64_t off = 0;
-	unsigned stuck = 0, refused = 0;
+	uint64_t off = 0, now = 0, next, pause;
+	unsigned waits = 0;
 	int rc;
 
 	us_engine_options_init(&opts);
@@ -116,6 +115,7 @@ static int run(bool force_commit)
 	ops.commit = server_commit;
 	if (us_engine_create(&opts, &e) || us_domain_create(e, NULL, "writer", 0, &d) ||
 	    us_domain_set_limit(d, US_LIMIT_MAX, LIMIT_BYTES) ||
+	    us_engine_set_param(e, US_PARAM_FORCE_COMMIT, patched) ||
 	    us_backend_create(e, &ops, &srv, &srv.backend) ||
 	    us_object_create(srv.backend, d, NULL, &o)) {
 		fprintf(stderr, "demo: setup failed\n");
@@ -123,7 +123,8 @@ static int run(bool force_commit)
 	}
 
 	printf("\n%s: copy %llu MiB through a %llu MiB domain, server journal %llu MiB\n",
-	       force_commit ? "flush, then commit" : "no forced commit",
+	       patched ? "unstable (the library's policy)" :
+			 "unpatched (no forced commit, no throttling on unstable)",
 	       (unsigned long long)(COPY_BYTES / MIB), (unsigned long long)(LIMIT_BYTES / MIB),
 	       (unsigned long long)(JOURNAL_BYTES / MIB));
 	printf("  %10s  %8s  %8s  %9s  %8s  %8s   (KiB)\n", "written", "charged", "dirty",
@@ -132,53 +133,62 @@ static int run(bool force_commit)
 	while (off < COPY_BYTES) {
 		us_buf *b;
 
-		rc = us_buf_get(o, off, BUF_BYTES, 0, &b);
-		if (rc == -ENOMEM) {
-			/* The domain is full of pinned data: flush, maybe commit, retry. */
-			refused++;
-			if (++stuck > 3) {
-				printf("  stuck at %llu KiB: the domain is full of unstable buffers "
-				       "that only a commit can free\n",
-				       (unsigned long long)(off / KIB));
-				row(d, off);
-				break;
-			}
-			us_object_flush(o, 0, US_UNLIMITED, 0);
-			if (force_commit)
-				us_object_commit(o);
+		us_engine_poll(e, now, &next);
+		rc = us_buf_get(o, off, BUF_BYTES, US_GET_NOWAIT, &b);
+		if (rc == -EAGAIN) {
+			/* Reclaim is writing back and committing: retry later. */
+			waits++;
+			us_object_reclaim(o, BUF_BYTES, &pause);
+			now += pause ? pause : 1000000;
 			continue;
+		}
+		if (rc == -ENOMEM) {
+			printf("  ENOMEM at %llu KiB after %.1f s: the domain is full of unstable "
+			       "buffers that only a commit can free\n",
+			       (unsigned long long)(off / KIB), (double)now / 1e9);
+			row(d, off);
+			break;
 		}
 		if (rc < 0) {
 			fprintf(stderr, "demo: us_buf_get: %s\n", us_strerror(rc));
 			return 1;
 		}
-		stuck = 0;
 		memset(us_buf_data(b), 'u', BUF_BYTES);
-		us_buf_dirty(b, NULL);
+		rc = us_buf_dirty(b, &pause);
 		us_buf_put(b);
 		off += BUF_BYTES;
-		us_engine_clock_advance(e, 1000000); /* 1 ms per buffer */
+		now += 1000000; /* 1 ms per buffer */
+		if (patched) {
+			now += pause;
+			while (rc == US_DIRTY_OVER_LIMIT &&
+			       (rc = us_object_balance(o, &pause)) == -EAGAIN) {
+				now += pause;
+				us_engine_poll(e, now, &next);
+			}
+		}
 		if (off % (4 * MIB) == 0)
 			row(d, off);
 	}
 
 	us_domain_stats(d, &st);
-	printf("  peak charged %llu KiB of max %llu KiB; %u charges refused and retried; "
-	       "%llu evictions; %llu commits; %llu KiB reached the server\n",
+	printf("  peak charged %llu KiB of max %llu KiB; %u charges waited for reclaim; "
+	       "%llu evictions; %llu commits; %llu KiB reached the server; %.2f s\n",
 	       (unsigned long long)(st.peak_charged_bytes / KIB),
-	       (unsigned long long)(LIMIT_BYTES / KIB), refused, (unsigned long long)st.evictions,
-	       (unsigned long long)srv.commits, (unsigned long long)(srv.stored / KIB));
+	       (unsigned long long)(LIMIT_BYTES / KIB), waits, (unsigned long long)st.evictions,
+	       (unsigned long long)srv.commits, (unsigned long long)(srv.stored / KIB),
+	       (double)now / 1e9);
 	if (st.peak_charged_bytes > LIMIT_BYTES) {
 		fprintf(stderr, "demo: the limit was crossed\n");
 		return 1;
 	}
 
 	/* Shut down: write back and commit what is left, then destroy. */
-	us_object_flush(o, 0, US_UNLIMITED, 0);
-	us_object_commit(o);
-	rc = us_engine_destroy(e);
+	while ((rc = us_engine_shutdown(e)) == -EBUSY) {
+		now += 1000000;
+		us_engine_poll(e, now, &next);
+	}
 	if (rc) {
-		fprintf(stderr, "demo: us_engine_destroy: %s\n", us_strerror(rc));
+		fprintf(stderr, "demo: us_engine_shutdown: %s\n", us_strerror(rc));
 		return 1;
 	}
 	return off < COPY_BYTES ? 2 : 0;
@@ -195,7 +205,7 @@ int main(void)
 		fprintf(stderr, "demo: unexpected result (%d, %d)\n", without, with);
 		return 1;
 	}
-	printf("\nWithout forced commits the writer stalled with its limit full of unstable "
-	       "data;\nwith them it copied everything and never passed its max.\n");
+	printf("\nUnpatched, the writer hit ENOMEM with its limit full of unstable data;\n"
+	       "with the library's policy it copied everything and never passed its max.\n");
 	return 0;
 }
