@@ -326,8 +326,8 @@ struct us_object {
 	uint64_t ndirty; /* buffers in DIRTY */
 	uint64_t dirtied_when_ns;
 	uint64_t committed_seq;
-	uint64_t unstable_since_ns; /* when its unstable list last became non-empty */
-	uint64_t commit_target;	    /* 0: no commit of the engine's in flight */
+	uint64_t unstable_since_ns;    /* when its unstable list last became non-empty */
+	uint64_t commit_target;	       /* 0: no commit of the engine's in flight */
 	uint64_t retry_ns, backoff_ns; /* after a failed write: not before retry_ns */
 	uint64_t commit_issued_ns;
 	uint64_t busy; /* callbacks running on this object */
@@ -485,6 +485,15 @@ void us__arena_purge(us_engine *e, unsigned ind);
 
 /* domain.c */
 void us__domain_add(us_domain *d, size_t field, int64_t delta);
+/* Whether d is top or under it. */
+static inline bool us__under(const us_domain *d, const us_domain *top)
+{
+	for (; d; d = d->parent)
+		if (d == top)
+			return true;
+	return false;
+}
+
 /* Reclaim progress: n bytes of d's subtree freed or no longer pinned. */
 static inline void us__domain_progress(us_domain *d, uint64_t n)
 {
@@ -575,6 +584,14 @@ struct us_batch {
 };
 /* Under the lock: collects o's dirty buffers in [start, end) up to budget
  * bytes (at least one buffer when force), marking them WRITEBACK. */
+/* Runs of buffers collected under the lock, issued after it (policy.c). */
+struct us_flush_req {
+	struct us_batch bt;
+	struct us_flush_req *next;
+};
+struct us_commit_req;
+/* Without the lock: issues the flushes, then the commits; empties both. */
+void us__issue(us_engine *e, struct us_flush_req **flushes, struct us_commit_req **commits);
 int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budget, bool force,
 		      struct us_batch *bt, uint64_t *bytes);
 /* Without the lock: hands the runs to flush; frees the batch. Returns the

@@ -56,19 +56,6 @@ struct us_commit_req {
 	struct us_commit_req *next;
 };
 
-struct us_flush_req {
-	struct us_batch bt;
-	struct us_flush_req *next;
-};
-
-static bool under(const us_domain *d, const us_domain *top)
-{
-	for (; d; d = d->parent)
-		if (d == top)
-			return true;
-	return false;
-}
-
 /* Retires the backend-wide sync once it is done, moot or timed out. */
 static void sync_retire(us_backend *bk, uint64_t now)
 {
@@ -143,6 +130,25 @@ bool us__want_commit(us_engine *e, us_object *o, bool prefer_sync, enum us_reaso
 	r->next = *list;
 	*list = r;
 	return true;
+}
+
+void us__issue(us_engine *e, struct us_flush_req **fl, struct us_commit_req **cl)
+{
+	struct us_flush_req *flushes = *fl;
+	struct us_commit_req *commits = *cl;
+
+	*fl = NULL;
+	*cl = NULL;
+	while (flushes) {
+		struct us_flush_req *r = flushes;
+
+		flushes = r->next;
+		us__flush_issue(e, &r->bt);
+		us__lock_nodrain(e);
+		us__meta_free(e, r, sizeof(*r));
+		us__unlock(e);
+	}
+	us__commit_issue(e, commits);
 }
 
 /* Without the lock: calls the commit and sync callbacks; frees the list. */
@@ -308,7 +314,7 @@ static void reclaim_commits(us_engine *e, us_domain *top, struct us_commit_req *
 		us_list_for_each (opos, &bk->unstable_objs) {
 			us_object *o = us_container_of(opos, us_object, unstable_link);
 
-			if (!under(o->domain, top))
+			if (!us__under(o->domain, top))
 				continue;
 			us_list_for_each (p, &o->unstable)
 				us_container_of(p, us_buf, link)->flags |= US_BUF_RECLAIM;
@@ -386,16 +392,7 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 		reclaim_commits(e, top, &commits, now);
 	us__unlock(e);
 
-	while (flushes) {
-		struct us_flush_req *r = flushes;
-
-		flushes = r->next;
-		us__flush_issue(e, &r->bt);
-		us__lock_nodrain(e);
-		us__meta_free(e, r, sizeof(*r));
-		us__unlock(e);
-	}
-	us__commit_issue(e, commits);
+	us__issue(e, &flushes, &commits);
 
 	/* Completions inside the callbacks may have made room already. */
 	us__lock(e);

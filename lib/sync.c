@@ -40,24 +40,11 @@ struct us_sync {
 	struct us_list link; /* e->syncs */
 };
 
-struct freq {
-	struct us_batch bt;
-	struct freq *next;
-};
-
-static bool in_subtree(const us_domain *d, const us_domain *top)
-{
-	for (; d; d = d->parent)
-		if (d == top)
-			return true;
-	return false;
-}
-
 /*
  * Under the lock: one object's part of a step. Returns whether the sync
  * still waits for it; queues flushes and commits.
  */
-static bool step_object(us_sync *s, us_object *o, uint64_t now, struct freq **flushes,
+static bool step_object(us_sync *s, us_object *o, uint64_t now, struct us_flush_req **flushes,
 			struct us_commit_req **commits)
 {
 	us_engine *e = s->e;
@@ -85,7 +72,7 @@ static bool step_object(us_sync *s, us_object *o, uint64_t now, struct freq **fl
 	if (o->ndirty && now >= o->retry_ns) {
 		uint64_t budget =
 			bk->max_inflight > bk->writeback ? bk->max_inflight - bk->writeback : 0;
-		struct freq *r;
+		struct us_flush_req *r;
 		uint64_t bytes;
 
 		if ((budget || !bk->writeback) && (r = us__meta_alloc(e, sizeof(*r)))) {
@@ -106,7 +93,7 @@ static bool step_object(us_sync *s, us_object *o, uint64_t now, struct freq **fl
 }
 
 /* Under the lock: one step of s; issues nothing (the caller does). */
-static void step(us_sync *s, struct freq **flushes, struct us_commit_req **commits)
+static void step(us_sync *s, struct us_flush_req **flushes, struct us_commit_req **commits)
 {
 	us_engine *e = s->e;
 	uint64_t now = us__now(e);
@@ -124,33 +111,13 @@ static void step(us_sync *s, struct freq **flushes, struct us_commit_req **commi
 			us_list_for_each (opos, &bk->objects) {
 				us_object *o = us_container_of(opos, us_object, link);
 
-				if (in_subtree(o->domain, s->d) &&
+				if (us__under(o->domain, s->d) &&
 				    step_object(s, o, now, flushes, commits))
 					wait = true;
 			}
 		}
 	}
 	s->done = !wait;
-}
-
-/* Without the lock: issues what steps queued, and empties the lists. */
-static void issue(us_engine *e, struct freq **fl, struct us_commit_req **cl)
-{
-	struct freq *flushes = *fl;
-	struct us_commit_req *commits = *cl;
-
-	*fl = NULL;
-	*cl = NULL;
-	while (flushes) {
-		struct freq *r = flushes;
-
-		flushes = r->next;
-		us__flush_issue(e, &r->bt);
-		us__lock_nodrain(e);
-		us__meta_free(e, r, sizeof(*r));
-		us__unlock(e);
-	}
-	us__commit_issue(e, commits);
 }
 
 /* Calls the callbacks of the syncs that are done and not told yet. Lock
@@ -179,7 +146,7 @@ again:
 
 void us__sync_poll(us_engine *e)
 {
-	struct freq *flushes = NULL;
+	struct us_flush_req *flushes = NULL;
 	struct us_commit_req *commits = NULL;
 	struct us_list *pos;
 
@@ -189,14 +156,14 @@ void us__sync_poll(us_engine *e)
 		step(us_container_of(pos, us_sync, link), &flushes, &commits);
 	if (flushes || commits) {
 		us__unlock(e);
-		issue(e, &flushes, &commits);
+		us__issue(e, &flushes, &commits);
 		us__lock(e);
 		/* Synchronous completions may have finished some. */
 		us_list_for_each (pos, &e->syncs)
 			step(us_container_of(pos, us_sync, link), &flushes, &commits);
 		if (flushes || commits) {
 			us__unlock(e);
-			issue(e, &flushes, &commits);
+			us__issue(e, &flushes, &commits);
 			us__lock(e);
 		}
 	}
@@ -246,7 +213,7 @@ int us_domain_sync_start(us_domain *d, us_sync_cb cb, void *ctx, us_sync **out)
 int us_sync_done(us_sync *s)
 {
 	us_engine *e;
-	struct freq *flushes = NULL;
+	struct us_flush_req *flushes = NULL;
 	struct us_commit_req *commits = NULL;
 	int done;
 
@@ -257,12 +224,12 @@ int us_sync_done(us_sync *s)
 	step(s, &flushes, &commits);
 	if (flushes || commits) {
 		us__unlock(e);
-		issue(e, &flushes, &commits);
+		us__issue(e, &flushes, &commits);
 		us__lock(e);
 		step(s, &flushes, &commits);
 		if (flushes || commits) {
 			us__unlock(e);
-			issue(e, &flushes, &commits);
+			us__issue(e, &flushes, &commits);
 			us__lock(e);
 		}
 	}
