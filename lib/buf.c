@@ -88,8 +88,17 @@ static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 		b->flags &= (uint8_t)~US_BUF_RECLAIM;
 		us__tree_set_mark(o->root, b->node.key, true);
 		if (o->ndirty++ == 0) {
-			o->dirtied_when_ns = us__now(o->engine);
-			us_list_add_tail(&o->wb->dirty_objs, &o->dirty_link);
+			struct us_list *pos = o->wb->dirty_objs.prev;
+
+			/* Data back from writeback or a lost commit is as old as
+			 * it was: it keeps its place for expiry. */
+			if (from == US_BUF_CLEAN)
+				o->dirtied_when_ns = us__now(o->engine);
+			while (pos != &o->wb->dirty_objs &&
+			       us_container_of(pos, us_object, dirty_link)->dirtied_when_ns >
+				       o->dirtied_when_ns)
+				pos = pos->prev;
+			us_list_insert_after(pos, &o->dirty_link);
 		}
 	}
 }
@@ -240,8 +249,14 @@ void us__buf_free(us_engine *e, us_buf *b)
 
 void us__obj_backoff(us_object *o)
 {
+	uint64_t now = us__now(o->engine);
+
+	/* Once per attempt: the runs and buffers of one failed batch, or the
+	 * failures reported while backing off, do not escalate it. */
+	if (now < o->retry_ns)
+		return;
 	o->backoff_ns = o->backoff_ns ? min_u64(2 * o->backoff_ns, 5 * US_SEC) : 100 * US_MSEC;
-	o->retry_ns = us__now(o->engine) + o->backoff_ns;
+	o->retry_ns = now + o->backoff_ns;
 }
 
 void us__obj_record_error(us_object *o, int err)
@@ -291,7 +306,7 @@ int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigned flags, u
 	us_engine *e;
 	us_buf *b, *nb;
 	void *data = NULL;
-	int rc;
+	int rc, tries = 0;
 
 	if (!o || !out || !valid_range(offset, length) ||
 	    (flags & ~(US_GET_NOCREATE | US_GET_NODATA | US_GET_NOWAIT)))
@@ -299,6 +314,7 @@ int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigned flags, u
 	e = o->engine;
 	us_list_init(&victims);
 
+again:
 	us__lock(e);
 	b = overlapping(o, offset, length);
 	if (b) {
@@ -349,6 +365,19 @@ int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigned flags, u
 		us__payload_free(e, data, (size_t)length);
 		us__meta_free(e, nb, sizeof(*nb));
 		return rc;
+	}
+	/* Another writer took the room reclaim made: reclaim again (a few
+	 * times), or let a non-blocking caller retry. */
+	if (!us__charge_possible(o->domain, length) && tries < 8) {
+		us__unlock(e);
+		us__payload_free(e, data, (size_t)length);
+		us__meta_free(e, nb, sizeof(*nb));
+		data = NULL;
+		if (e->nthreads && !(flags & US_GET_NOWAIT)) {
+			tries++;
+			goto again;
+		}
+		return -EAGAIN;
 	}
 	rc = us__charge(o->domain, length, &victims);
 	if (rc) {

@@ -83,9 +83,19 @@ int us_backend_commit_lost(us_backend *bk)
 		return -EINVAL;
 	us__lock(bk->engine);
 	bk->commit_lost_calls++;
-	/* Writes in flight now will be acknowledged by a server that forgot. */
+	/* Writes in flight now will be acknowledged by a server that forgot.
+	 * Its numbering may start again: what it reported committed before
+	 * covers nothing now. */
 	bk->epoch++;
 	bk->sync_target = 0;
+	bk->committed_seq = 0;
+	bk->max_seq = 0;
+	{
+		struct us_list *pos;
+
+		us_list_for_each (pos, &bk->objects)
+			us_container_of(pos, us_object, link)->committed_seq = 0;
+	}
 	while (!us_list_empty(&bk->unstable_objs)) {
 		us_object *o = us_container_of(bk->unstable_objs.next, us_object, unstable_link);
 

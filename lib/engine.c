@@ -324,6 +324,8 @@ int us_engine_destroy(us_engine *e)
 
 	if (!e)
 		return -EINVAL;
+	if (us__in_callback(e))
+		return -EDEADLK; /* it would free what the callback's caller uses */
 	us_list_init(&victims);
 	us__lock(e);
 	/* Everything charged must be evictable, no callback running, no sync. */

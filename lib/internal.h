@@ -554,6 +554,12 @@ static inline uint64_t min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
+/* a + b, or UINT64_MAX when it would overflow: times with "never" in them. */
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 /* A generation number never handed out before in this process. */
 uint64_t us__gen_next(void);
 

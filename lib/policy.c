@@ -113,16 +113,22 @@ bool us__want_commit(us_engine *e, us_object *o, bool prefer_sync, enum us_reaso
 	r->bk = bk;
 	r->reason = reason;
 	if (sync) {
+		struct us_list *pos;
+
 		r->o = NULL;
 		r->target = bk->max_seq;
 		bk->sync_target = bk->max_seq;
 		bk->sync_issued_ns = now;
 		bk->sync_calls++;
+		/* The commit interval counts again from now, for all of it. */
+		us_list_for_each (pos, &bk->unstable_objs)
+			us_container_of(pos, us_object, unstable_link)->unstable_since_ns = now;
 	} else {
 		r->o = o;
 		r->target = us_container_of(o->unstable.prev, us_buf, link)->seq;
 		o->commit_target = r->target;
 		o->commit_issued_ns = now;
+		o->unstable_since_ns = now; /* the interval counts again */
 		bk->commits_busy++;
 		bk->commit_calls++;
 		o->busy++;
@@ -208,7 +214,7 @@ static int commit_reason(us_engine *e, us_object *o, uint64_t now)
 				return why;
 		}
 	}
-	if (now >= o->unstable_since_ns + e->commit_interval_ns)
+	if (now >= sat_add(o->unstable_since_ns, e->commit_interval_ns))
 		return US_REASON_EXPIRY;
 	return -1;
 }
@@ -216,9 +222,10 @@ static int commit_reason(us_engine *e, us_object *o, uint64_t now)
 /* A charge that stopped retrying leaves its domain marked: not for long. */
 static void reclaim_expire(us_engine *e, us_domain *d, uint64_t now)
 {
+	uint64_t four = e->reclaim_wait_ns > UINT64_MAX / 4 ? UINT64_MAX : 4 * e->reclaim_wait_ns;
 	struct us_list *pos;
 
-	if (d->reclaiming && now >= d->reclaim_last_ns + 4 * e->reclaim_wait_ns) {
+	if (d->reclaiming && now >= sat_add(d->reclaim_last_ns, four)) {
 		d->reclaiming = false;
 		d->reclaim_stalls = 0;
 		d->reclaim_last_ns = 0;
@@ -239,7 +246,14 @@ void us__commit_policy(us_engine *e, uint64_t now)
 		sync_retire(bk, now);
 		us_list_for_each (opos, &bk->unstable_objs) {
 			us_object *o = us_container_of(opos, us_object, unstable_link);
-			int why = commit_reason(e, o, now);
+			int why;
+
+			/* A commit that never completed frees its slot. */
+			if (o->commit_target && now >= o->commit_issued_ns + US_COMMIT_TIMEOUT) {
+				o->commit_target = 0;
+				bk->commits_busy--;
+			}
+			why = commit_reason(e, o, now);
 
 			if (why >= 0 &&
 			    us__want_commit(e, o, why != US_REASON_EXPIRY, (enum us_reason)why,
@@ -325,6 +339,28 @@ static void reclaim_commits(us_engine *e, us_domain *top, struct us_commit_req *
 	}
 }
 
+/* Under the lock: whether a commit or write of top's subtree that failed
+ * is waiting for its backoff to end. */
+static bool retry_pending(us_engine *e, us_domain *top, uint64_t now)
+{
+	struct us_list *bpos, *opos;
+
+	us_list_for_each (bpos, &e->backends) {
+		us_backend *bk = us_container_of(bpos, us_backend, link);
+
+		us_list_for_each (opos, &bk->objects) {
+			us_object *o = us_container_of(opos, us_object, link);
+
+			if (!us__under(o->domain, top))
+				continue;
+			if ((o->ndirty && now < o->retry_ns) ||
+			    (!us_list_empty(&o->unstable) && now < bk->commit_retry_ns))
+				return true;
+		}
+	}
+	return false;
+}
+
 /* Under the lock: the charge no longer waits on d's chain. */
 static void reclaim_done(us_domain *d)
 {
@@ -369,16 +405,21 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 			a->reclaim_last_ns = now;
 			a->reclaim_seen = a->progress;
 			a->reclaim_stalls = 0;
-		} else if (now >= a->reclaim_last_ns + e->reclaim_wait_ns) {
-			a->reclaim_stalls =
-				a->progress == a->reclaim_seen ? a->reclaim_stalls + 1 : 0;
+		} else if (now >= sat_add(a->reclaim_last_ns, e->reclaim_wait_ns)) {
+			/* A wait without progress is a stall, unless a retry the
+			 * engine scheduled (a commit or a write backing off) is
+			 * still to come. */
+			if (a->progress != a->reclaim_seen)
+				a->reclaim_stalls = 0;
+			else if (!retry_pending(e, a, now))
+				a->reclaim_stalls++;
 			a->reclaim_seen = a->progress;
 			a->reclaim_last_ns = now;
 		}
 		if (a->reclaim_stalls >= e->reclaim_retries)
 			fail = true;
-		if (a->reclaim_last_ns + e->reclaim_wait_ns - now > wait)
-			wait = a->reclaim_last_ns + e->reclaim_wait_ns - now;
+		if (sat_add(a->reclaim_last_ns, e->reclaim_wait_ns) - now > wait)
+			wait = sat_add(a->reclaim_last_ns, e->reclaim_wait_ns) - now;
 	}
 	if (fail || !top) {
 		reclaim_done(o->domain);
@@ -407,7 +448,7 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 
 int us_object_reclaim(us_object *o, uint64_t length, uint64_t *retry_ns)
 {
-	if (!o || length == 0 || length > UINT32_MAX)
+	if (!o || length == 0 || length > US_BUF_MAX_BYTES)
 		return -EINVAL;
 	return us__reclaim(o, length, retry_ns);
 }

@@ -135,7 +135,7 @@ void us__victims_release(us_engine *e, struct us_list *victims)
 	us__lock_nodrain(e);
 	if (!us_list_empty(victims) && us__now(e) >= e->next_purge_ns) {
 		purge = true;
-		e->next_purge_ns = us__now(e) + e->reclaim_wait_ns;
+		e->next_purge_ns = sat_add(us__now(e), e->reclaim_wait_ns);
 	}
 	us__unlock(e);
 	while (!us_list_empty(victims)) {

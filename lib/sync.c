@@ -170,6 +170,8 @@ void us__sync_poll(us_engine *e)
 	notify(e);
 }
 
+static int advance_sync(us_sync *s, bool tell);
+
 static int start(us_engine *e, us_object *o, us_domain *d, enum us_reason reason, us_sync_cb cb,
 		 void *ctx, us_sync **out)
 {
@@ -192,7 +194,9 @@ static int start(us_engine *e, us_object *o, us_domain *d, enum us_reason reason
 	us_list_add_tail(&e->syncs, &s->link);
 	us__unlock(e);
 	*out = s;
-	us_sync_done(s);
+	/* The first step; the callback comes later (a poll, us_sync_done()),
+	 * never before the caller has its handle. */
+	advance_sync(s, false);
 	return 0;
 }
 
@@ -210,16 +214,15 @@ int us_domain_sync_start(us_domain *d, us_sync_cb cb, void *ctx, us_sync **out)
 	return start(d->engine, NULL, d, US_REASON_SYNC, cb, ctx, out);
 }
 
-int us_sync_done(us_sync *s)
+/* Steps s; with tell, calls the callbacks of the syncs done (which may
+ * free s: its result is read before). */
+static int advance_sync(us_sync *s, bool tell)
 {
-	us_engine *e;
+	us_engine *e = s->e;
 	struct us_flush_req *flushes = NULL;
 	struct us_commit_req *commits = NULL;
 	int done;
 
-	if (!s)
-		return -EINVAL;
-	e = s->e;
 	us__lock(e);
 	step(s, &flushes, &commits);
 	if (flushes || commits) {
@@ -233,10 +236,18 @@ int us_sync_done(us_sync *s)
 			us__lock(e);
 		}
 	}
-	notify(e);
 	done = s->done;
+	if (tell)
+		notify(e);
 	us__unlock(e);
 	return done;
+}
+
+int us_sync_done(us_sync *s)
+{
+	if (!s)
+		return -EINVAL;
+	return advance_sync(s, true);
 }
 
 int us_sync_free(us_sync *s)

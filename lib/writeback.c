@@ -79,6 +79,7 @@ uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
 	us_backend *bk;
 	size_t i, j, start;
 	uint64_t failed = 0;
+	bool refused = false;
 
 	if (!o)
 		return 0;
@@ -97,23 +98,30 @@ uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
 				break;
 			run_len += b->length;
 		}
+		if (refused) {
+			/* The backend refused a run of this batch: the rest
+			 * waits for the backoff too, without a call. */
+			rc = -ECANCELED;
+		} else {
+			us__lock_nodrain(e);
+			bk->flush_calls++;
+			bk->flush_bytes += run_len;
+			bk->flushed_by_reason[bt->reason] += i - start;
+			us__unlock(e);
+			/* Pairs with the fence of us_buf_dirty()'s rewrite path:
+			 * the move to WRITEBACK (a store) is ordered before the
+			 * callback reads the data, on every architecture. */
+			atomic_thread_fence(memory_order_seq_cst);
+			us__callback_enter(e);
+			rc = bk->ops.flush(bk->ctx, o, bt->bufs + start, i - start, run_off,
+					   run_len, bt->reason);
+			us__callback_exit(e);
+		}
 		us__lock_nodrain(e);
-		bk->flush_calls++;
-		bk->flush_bytes += run_len;
-		bk->flushed_by_reason[bt->reason] += i - start;
-		us__unlock(e);
-		/* Pairs with the fence of us_buf_dirty()'s rewrite path: the
-		 * move to WRITEBACK (a store) is ordered before the callback
-		 * reads the data, on every architecture. */
-		atomic_thread_fence(memory_order_seq_cst);
-		us__callback_enter(e);
-		rc = bk->ops.flush(bk->ctx, o, bt->bufs + start, i - start, run_off, run_len,
-				   bt->reason);
-		us__callback_exit(e);
-		us__lock_nodrain(e);
-		if (rc < 0) {
+		if (rc < 0 && !refused) {
 			bk->flush_failed++;
 			us__obj_backoff(o);
+			refused = true;
 		}
 		for (j = start; j < i; j++) {
 			us_buf *b = bt->bufs[j]; /*

@@ -547,6 +547,70 @@ START_TEST(test_object_sync)
 }
 END_TEST
 
+static void free_cb(void *ctx, us_sync *y)
+{
+	++*(int *)ctx;
+	ck_assert_int_eq(us_sync_free(y), 0);
+}
+
+/* A completion callback may free its sync; it is never called from the
+ * start, even when there is nothing to do. */
+START_TEST(test_sync_cb_frees)
+{
+	struct world w;
+	uint64_t now = 0;
+	us_sync *y;
+	int calls = 0, i;
+
+	world_init(&w, 64 * MIB, 100 * MIB);
+	ck_assert_int_eq(us_object_sync_start(w.o, free_cb, &calls, &y), 0);
+	ck_assert_int_eq(calls, 0); /* done already, told later */
+	now = advance(&w.s, now);
+	ck_assert_int_eq(calls, 1);
+	dirty_new(w.o, 0, 4, 64 * KIB);
+	ck_assert_int_eq(us_object_sync_start(w.o, free_cb, &calls, &y), 0);
+	for (i = 0; i < 10000 && calls < 2; i++)
+		now = advance(&w.s, now);
+	ck_assert_int_eq(calls, 2);
+	ck_assert_uint_eq(tu_stats(w.d).unstable_bytes + tu_stats(w.d).dirty_bytes, 0);
+	world_fini(&w);
+}
+END_TEST
+
+/*
+ * Expiry commits under a steady stream of writes: one per commit interval,
+ * not one per poll once the interval has passed (the object's unstable
+ * list never empties). Data expires after 100 ms; commits every 1 s; the
+ * server never commits on its own; 10 s of writes.
+ */
+START_TEST(test_expiry_commits_paced)
+{
+	struct world w;
+	uint64_t now = 0, t, next = 0, k = 0;
+
+	w.e = tu_engine(64ull << 30);
+	srv_init(&w.s, w.e, 100 * MIB, MS, 1000 * SEC, 50 * MS);
+	ck_assert_int_eq(us_domain_create(w.e, NULL, "dd", 0, &w.d), 0);
+	ck_assert_int_eq(us_object_create(w.s.bk, w.d, NULL, &w.o), 0);
+	ck_assert_int_eq(us_engine_set_param(w.e, US_PARAM_DIRTY_EXPIRE_NS, 100 * MS), 0);
+	ck_assert_int_eq(us_engine_set_param(w.e, US_PARAM_WRITEBACK_INTERVAL_NS, 100 * MS), 0);
+	ck_assert_int_eq(us_engine_set_param(w.e, US_PARAM_COMMIT_INTERVAL_NS, SEC), 0);
+	for (t = 0; t < 10 * SEC; t += 10 * MS) {
+		dirty_new(w.o, (k++) * 4096, 1, 4096);
+		while (now < t + 10 * MS) {
+			srv_run(&w.s, now);
+			tu_assert(us_engine_poll(w.e, now, &next) >= 0, "poll");
+			now = srv_next(&w.s) < t + 10 * MS ? srv_next(&w.s) : t + 10 * MS;
+		}
+	}
+	fprintf(stderr, "expiry commits: %llu in 10 s with a 1 s interval\n",
+		(unsigned long long)w.s.syncs_asked);
+	ck_assert_uint_ge(w.s.syncs_asked, 8);
+	ck_assert_uint_le(w.s.syncs_asked, 12);
+	world_fini(&w);
+}
+END_TEST
+
 /* errseq: a write declared lost cleans its buffer (the sync completes) and
  * each sync caller, with its own cursor, sees the error once. */
 START_TEST(test_errseq_two_callers)
@@ -768,6 +832,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_object_sync);
 	tcase_add_test(tc, test_errseq_two_callers);
 	tcase_add_test(tc, test_faults_byte_for_byte);
+	tcase_add_test(tc, test_sync_cb_frees);
+	tcase_add_test(tc, test_expiry_commits_paced);
 	tcase_set_timeout(tc, 300);
 	suite_add_tcase(s, tc);
 	return s;

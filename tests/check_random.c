@@ -421,6 +421,12 @@ static void op_commit_lost(struct world *w)
 	}
 	ck_assert_int_eq(us_backend_commit_lost(w->tb[bk].backend), expect);
 	w->bk_epoch[bk]++;
+	/* The restarted server's numbering may start again: what it had
+	 * committed covers nothing now. */
+	w->bk_committed[bk] = 0;
+	for (i = 0; i < NOBJ; i++)
+		if (w->obj_bk[i] == bk)
+			w->obj_committed[i] = 0;
 }
 
 static void op_drop(struct world *w)

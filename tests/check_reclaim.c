@@ -110,7 +110,9 @@ START_TEST(test_flush_backoff)
 		us_buf *b;
 		uint64_t p;
 
-		ck_assert_int_eq(us_buf_get(o, i << 12, 4096, US_GET_NODATA, &b), 1);
+		/* Every other page: each flush call carries 32 runs, and one
+		 * failed call is one attempt, not 32. */
+		ck_assert_int_eq(us_buf_get(o, i << 13, 4096, US_GET_NODATA, &b), 1);
 		ck_assert_int_ge(us_buf_dirty(b, &p), 0);
 		ck_assert_int_eq(us_buf_put(b), 0);
 	}
@@ -128,9 +130,105 @@ START_TEST(test_flush_backoff)
 	for (i = 0; i < 32; i++) {
 		us_buf *b;
 
-		ck_assert_int_eq(us_buf_get(o, i << 12, 4096, US_GET_NOCREATE, &b), 0);
+		ck_assert_int_eq(us_buf_get(o, i << 13, 4096, US_GET_NOCREATE, &b), 0);
 		ck_assert_int_eq(us_buf_drop(b), 0);
 	}
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
+/* A backend that fails its first flush call, then writes stable; it
+ * records when it was called. */
+struct once {
+	us_engine *e;
+	uint64_t calls, at[8];
+};
+
+static int once_flush(void *ctx, us_object *o, us_buf *const *bufs, size_t n, uint64_t off,
+		      uint64_t len, enum us_reason reason)
+{
+	struct once *x = ctx;
+	size_t i;
+
+	(void)o;
+	(void)off;
+	(void)len;
+	(void)reason;
+	if (x->calls < 8)
+		x->at[x->calls] = us_engine_now(x->e);
+	if (x->calls++ == 0)
+		return -EIO;
+	for (i = 0; i < n; i++)
+		if (us_buf_write_done(bufs[i], US_WRITE_STABLE, 0, 0))
+			return -EIO;
+	return 0;
+}
+
+/*
+ * A failed expiry flush keeps its data's age: it is retried after the
+ * backoff (100 ms), not a whole dirty_expire later.
+ */
+START_TEST(test_failed_flush_keeps_age)
+{
+	struct us_backend_ops ops = { .size = sizeof(ops),
+				      .flush = once_flush,
+				      .sync = tu_sync_ok };
+	us_engine *e = tu_engine(1u << 30);
+	struct once x = { .e = e };
+	us_backend *bk;
+	us_object *o;
+	us_buf *b;
+	uint64_t p, now, next = 0;
+
+	ck_assert_int_eq(us_engine_set_param(e, US_PARAM_DIRTY_EXPIRE_NS, 1000000000u), 0);
+	ck_assert_int_eq(us_engine_set_param(e, US_PARAM_WRITEBACK_INTERVAL_NS, 100000000u), 0);
+	ck_assert_int_eq(us_backend_create(e, &ops, &x, &bk), 0);
+	ck_assert_int_eq(us_object_create(bk, NULL, NULL, &o), 0);
+	ck_assert_int_eq(us_buf_get(o, 0, 4096, US_GET_NODATA, &b), 1);
+	ck_assert_int_ge(us_buf_dirty(b, &p), 0);
+	ck_assert_int_eq(us_buf_put(b), 0);
+	for (now = 0; now <= 2500000000u && x.calls < 2; now += 10000000u)
+		ck_assert_int_ge(us_engine_poll(e, now, &next), 0);
+	ck_assert_uint_eq(x.calls, 2);
+	fprintf(stderr, "failed expiry flush at %.2f s, retried at %.2f s\n", x.at[0] / 1e9,
+		x.at[1] / 1e9);
+	ck_assert_uint_ge(x.at[0], 1000000000u);
+	ck_assert_uint_le(x.at[1], x.at[0] + 300000000u);
+	ck_assert_uint_eq(tu_stats(us_engine_root(e)).dirty_bytes, 0);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
+/* After commit_lost the restarted server may number its writes from 1
+ * again: a write acknowledged with a low seq is unstable, not clean. */
+START_TEST(test_commit_lost_renumbers)
+{
+	us_engine *e = tu_engine(1u << 30);
+	struct tb t;
+	us_object *o;
+	us_buf *b;
+	uint64_t p;
+
+	tb_init(&t, e, true, false);
+	ck_assert_int_eq(us_object_create(t.backend, NULL, NULL, &o), 0);
+	ck_assert_int_eq(us_buf_get(o, 0, 4096, US_GET_NODATA, &b), 1);
+	ck_assert_int_ge(us_buf_dirty(b, &p), 0);
+	ck_assert_int_eq(us_object_flush(o, 0, US_UNLIMITED, 0), 1);
+	ck_assert_int_eq(tb_complete(&t, 0, US_WRITE_UNSTABLE, 5, 0), 0);
+	ck_assert_int_eq(us_backend_commit_done(t.backend, 5), 1);
+	ck_assert_int_eq(us_buf_state(b), US_BUF_CLEAN);
+	ck_assert_int_ge(us_buf_dirty(b, &p), 0);
+	ck_assert_int_eq(us_object_flush(o, 0, US_UNLIMITED, 0), 1);
+	ck_assert_int_eq(tb_complete(&t, 0, US_WRITE_UNSTABLE, 6, 0), 0);
+	ck_assert_int_eq(us_backend_commit_lost(t.backend), 1); /* restart */
+	ck_assert_int_eq(us_buf_state(b), US_BUF_DIRTY);
+	ck_assert_int_eq(us_object_flush(o, 0, US_UNLIMITED, 0), 1);
+	ck_assert_int_eq(tb_complete(&t, 0, US_WRITE_UNSTABLE, 1, 0), 0);
+	ck_assert_int_eq(us_buf_state(b), US_BUF_UNSTABLE);
+	ck_assert_int_eq(us_backend_commit_done(t.backend, 1), 1);
+	ck_assert_int_eq(us_buf_state(b), US_BUF_CLEAN);
+	ck_assert_int_eq(us_buf_put(b), 0);
+	tu_check(e);
 	ck_assert_int_eq(us_engine_destroy(e), 0);
 }
 END_TEST
@@ -142,6 +240,8 @@ static Suite *suite(void)
 
 	tcase_add_test(tc, test_purge_after_reclaim);
 	tcase_add_test(tc, test_flush_backoff);
+	tcase_add_test(tc, test_failed_flush_keeps_age);
+	tcase_add_test(tc, test_commit_lost_renumbers);
 	suite_add_tcase(s, tc);
 	return s;
 }

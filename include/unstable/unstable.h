@@ -166,9 +166,11 @@ US_EXPORT void us_engine_options_init(struct us_engine_options *opts);
 US_EXPORT int us_engine_create(const struct us_engine_options *opts, us_engine **out);
 
 /*
- * Destroys the engine and everything in it. Clean unreferenced buffers are * evicted (the evict callback is called for each). Errors: -EINVAL (NULL),
- * -EBUSY when a buffer is still dirty, in writeback, unstable or referenced,
- * or a callback on an object is running, in which case nothing is freed.
+ * Destroys the engine and everything in it. Clean unreferenced buffers are
+ * evicted (the evict callback is called for each). Errors: -EINVAL (NULL),
+ * -EDEADLK (inside a callback), -EBUSY when a buffer is still dirty, in
+ * writeback, unstable or referenced, a callback on an object is running, or
+ * a sync exists, in which case nothing is freed.
  */
 US_EXPORT int us_engine_destroy(us_engine *e);
 
@@ -420,7 +422,10 @@ US_EXPORT int us_backend_commit_done(us_backend *b, uint64_t seq);
 /*
  * The backend lost uncommitted data (server restart, changed write
  * verifier): every UNSTABLE buffer of the backend becomes DIRTY again, to be
- * written again. Returns the number of buffers redirtied. Errors: -EINVAL.
+ * written again. The committed seqs the backend and its objects reported
+ * are forgotten, so the restarted server may number its writes from 1
+ * again; a write in flight across the loss is written again too. Returns
+ * the number of buffers redirtied. Errors: -EINVAL.
  */
 US_EXPORT int us_backend_commit_lost(us_backend *b);
 
@@ -526,9 +531,10 @@ US_EXPORT int us_object_check_error(us_object *o, uint64_t *since, int *err);
  * start it and make the first step; each us_engine_poll() and each
  * us_sync_done() makes another; us_sync_done() returns 1 once done, 0
  * before; cb (when not NULL) is called once when it is done, without any
- * engine lock, from whichever of those calls saw it finish. us_sync_free()
- * releases it, done or not (an object or domain cannot be destroyed while a
- * sync on it exists: -EBUSY).
+ * engine lock, from a later poll or us_sync_done() (never from the start
+ * call), and may free the sync. us_sync_free() releases it, done or not
+ * (an object or domain cannot be destroyed while a sync on it exists:
+ * -EBUSY); it must not race with another call on the same sync.
  * Errors: -EINVAL (NULL), -ENOMEM.
  */
 typedef void (*us_sync_cb)(void *ctx, us_sync *s);
@@ -553,7 +559,9 @@ US_EXPORT int us_domain_sync(us_domain *d);
  * Writes back and commits everything (reason US_REASON_SHUTDOWN), then
  * destroys the engine. In threaded mode it waits; in polled mode each call
  * makes a step and returns -EBUSY until everything is durable: keep polling
- * and calling it. Errors: -EINVAL, -EDEADLK (inside a callback), -EBUSY,
+ * and calling it. Like any sync it waits for data that cannot be made
+ * durable: a buffer rewritten without pause, a backend that refuses every
+ * write (drop such buffers first). Errors: -EINVAL, -EDEADLK (inside a callback), -EBUSY,
  * and those of us_engine_destroy().
  */
 US_EXPORT int us_engine_shutdown(us_engine *e);
