@@ -793,6 +793,20 @@ START_TEST(test_seed1_unpatched)
 		}
 		world_fini(&w);
 	}
+	/* Forced commits off, but the writer throttled on its pinned bytes
+	 * (unstable included), with default thresholds: no ENOMEM, but it
+	 * stalls at the dirty limit until the server's own commit every 5 s.
+	 * Counting unstable data is what saves it; forcing commits is what
+	 * keeps it fast (the first test: over 100 %). */
+	world_init(&w, 64 * MIB, 100 * MIB);
+	ck_assert_int_eq(us_engine_set_param(w.e, US_PARAM_FORCE_COMMIT, 0), 0);
+	dd(&w.s, w.o, w.d, 128 * MIB, 256 * KIB, true, &r);
+	report("no forced commit, throttled writer", &r);
+	ck_assert_uint_eq(r.enomem, 0);
+	ck_assert_uint_eq(r.bytes, 128 * MIB);
+	ck_assert_uint_le(r.peak_charged, 64 * MIB);
+	ck_assert(r.ratio < 0.5);
+	world_fini(&w);
 }
 END_TEST
 
