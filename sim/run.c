@@ -1,0 +1,464 @@
+/*
+ * unstable-sim: one scenario in virtual time.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * The engine runs in polled mode on a virtual clock with accounting-only
+ * buffers. The server takes each flush call as one request (the engine's
+ * runs are capped at the request size, its bytes in flight at rpcs
+ * requests): requests go through one link at bw, each answered lat later,
+ * acknowledged unstable with a transaction number. It commits everything
+ * acknowledged so far every commit_interval, when journal bytes are
+ * uncommitted, or when the client asks (sync), each commit taking
+ * commit_lat; then commit_done(its last transaction).
+ *
+ * The server keeps, per block a writer wrote, the transaction that brought
+ * it and whether that transaction is durable: after the final sync every
+ * written block must be durable, and lost_bytes counts those that are not.
+ *
+ * Writers behave like dd bs=1M: each dirties its blocks in order as fast as
+ * the engine lets it. Under the unstable policy it honours every pause and
+ * waits at the dirty limit; under no-forced-commit the engine never forces
+ * commits and the writer is not throttled (the unpatched Lustre client,
+ * whose kernel did not count its unstable pages as dirty).
+ */
+#define _GNU_SOURCE 1
+#include "sim.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <unstable/unstable.h>
+
+#define MS  1000000ull
+#define SEC 1000000000ull
+
+struct req {
+	us_buf **bufs;
+	size_t n;
+	uint64_t at;
+	int writer;
+};
+
+struct wstate {
+	us_object *o;
+	uint64_t off, wait_until, done_ns, enomem;
+	uint64_t *pauses;
+	size_t npauses, cap;
+	uint64_t max_pause;
+	uint64_t *txn; /* per block: the transaction that wrote it, 0 if none */
+	bool *durable;
+	uint64_t nblocks, first_open; /* blocks before first_open are durable */
+	bool gated, done, started;
+};
+
+struct server {
+	const struct sim_config *c;
+	us_engine *e;
+	us_backend *bk;
+	struct req *q;
+	size_t head, tail, cap;
+	uint64_t busy_until, txn, uncommitted;
+	bool committing, asked;
+	uint64_t commit_end, commit_txn, next_periodic, commits;
+	struct wstate *w;
+	uint64_t *flushes;     /* per domain */
+	uint64_t *dom_commits; /* per domain */
+};
+
+static int writer_of(us_object *o)
+{
+	return (int)(intptr_t)us_object_user(o);
+}
+
+static int srv_flush(void *ctx, us_object *o, us_buf *const *bufs, size_t n, uint64_t off,
+		     uint64_t len, enum us_reason reason)
+{
+	struct server *s = ctx;
+	uint64_t now = us_engine_now(s->e);
+	struct req *r;
+
+	(void)off;
+	(void)reason;
+	if (s->tail == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 4096;
+		struct req *q = realloc(s->q, cap * sizeof(*q));
+
+		if (!q)
+			return -ENOMEM;
+		s->q = q;
+		s->cap = cap;
+	}
+	r = &s->q[s->tail];
+	r->bufs = malloc(n * sizeof(*r->bufs));
+	if (!r->bufs)
+		return -ENOMEM;
+	memcpy(r->bufs, bufs, n * sizeof(*bufs));
+	r->n = n;
+	r->writer = writer_of(o);
+	if (s->busy_until < now)
+		s->busy_until = now;
+	s->busy_until += (uint64_t)((double)len * SEC / (double)s->c->backend.bw);
+	r->at = s->busy_until + s->c->backend.lat_ns;
+	s->tail++;
+	s->flushes[s->c->wr[r->writer].domain]++;
+	return 0;
+}
+
+static void start_commit(struct server *s, uint64_t now)
+{
+	s->committing = true;
+	s->commit_txn = s->txn;
+	s->commit_end = now + s->c->backend.commit_lat;
+	s->uncommitted = 0;
+	s->commits++;
+}
+
+static int srv_sync(void *ctx, us_backend *b, enum us_reason reason)
+{
+	struct server *s = ctx;
+
+	(void)b;
+	(void)reason;
+	if (s->committing)
+		s->asked = true;
+	else
+		start_commit(s, us_engine_now(s->e));
+	return 0;
+}
+
+static uint64_t srv_next(const struct server *s)
+{
+	uint64_t t = s->next_periodic;
+
+	if (s->head < s->tail && s->q[s->head].at < t)
+		t = s->q[s->head].at;
+	if (s->committing && s->commit_end < t)
+		t = s->commit_end;
+	return t;
+}
+
+static void srv_run(struct server *s, uint64_t now)
+{
+	const struct sim_config *c = s->c;
+
+	while (s->head < s->tail && s->q[s->head].at <= now) {
+		struct req *r = &s->q[s->head++];
+		struct wstate *w = &s->w[r->writer];
+		uint64_t bs = c->wr[r->writer].bs;
+		size_t i;
+
+		s->txn++;
+		for (i = 0; i < r->n; i++) {
+			uint64_t k = us_buf_offset(r->bufs[i]) / bs;
+
+			if (k < w->nblocks) {
+				w->txn[k] = s->txn;
+				w->durable[k] = false;
+			}
+			s->uncommitted += us_buf_length(r->bufs[i]);
+			us_buf_write_done(r->bufs[i], US_WRITE_UNSTABLE, s->txn, 0);
+		}
+		free(r->bufs);
+		if (s->uncommitted >= c->backend.journal) {
+			if (s->committing)
+				s->asked = true;
+			else
+				start_commit(s, now);
+		}
+	}
+	if (s->committing && s->commit_end <= now) {
+		int i, d;
+		uint64_t k;
+		bool *hit = calloc((size_t)c->ndom, sizeof(*hit));
+
+		s->committing = false;
+		for (i = 0; i < c->nwr; i++) {
+			struct wstate *w = &s->w[i];
+			uint64_t end = (w->off + c->wr[i].bs - 1) / c->wr[i].bs;
+			bool contiguous = true;
+
+			/* Only the blocks not durable yet: from the first one. */
+			for (k = w->first_open; k < end && k < w->nblocks; k++) {
+				if (!w->durable[k] && w->txn[k] && w->txn[k] <= s->commit_txn) {
+					w->durable[k] = true;
+					if (hit)
+						hit[c->wr[i].domain] = true;
+				}
+				if (w->durable[k] && contiguous)
+					w->first_open = k + 1;
+				else
+					contiguous = false;
+			}
+		}
+		for (d = 0; hit && d < c->ndom; d++)
+			s->dom_commits[d] += hit[d];
+		free(hit);
+		if (s->commit_txn)
+			us_backend_commit_done(s->bk, s->commit_txn);
+		if (s->asked) {
+			s->asked = false;
+			start_commit(s, now);
+		}
+	}
+	while (now >= s->next_periodic) {
+		if (!s->committing)
+			start_commit(s, now);
+		s->next_periodic += c->backend.commit_interval;
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void record_pause(struct wstate *w, uint64_t p)
+{
+	if (p > w->max_pause)
+		w->max_pause = p;
+	if (w->npauses == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 1024;
+		uint64_t *n = realloc(w->pauses, cap * sizeof(*n));
+
+		if (!n)
+			return;
+		w->pauses = n;
+		w->cap = cap;
+	}
+	w->pauses[w->npauses++] = p;
+}
+
+#define FAIL(...) (snprintf(err, len, __VA_ARGS__), rc = -1)
+
+int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t len)
+{
+	struct us_backend_ops ops = { .size = sizeof(ops), .flush = srv_flush, .sync = srv_sync };
+	struct us_engine_options opts;
+	struct server s;
+	us_engine *e = NULL;
+	us_domain *dom[SIM_MAX_DOMAINS];
+	struct wstate w[SIM_MAX_WRITERS];
+	struct timespec t0, t1;
+	uint64_t now = 0, next = 0;
+	int i, left, rc = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	memset(r, 0, sizeof(*r));
+	memset(&s, 0, sizeof(s));
+	memset(w, 0, sizeof(w));
+	s.c = c;
+	s.w = w;
+	s.next_periodic = c->backend.commit_interval;
+	s.flushes = calloc(SIM_MAX_DOMAINS, sizeof(uint64_t));
+	s.dom_commits = calloc(SIM_MAX_DOMAINS, sizeof(uint64_t));
+	us_engine_options_init(&opts);
+	opts.clock = US_CLOCK_VIRTUAL;
+	opts.memory_bytes = c->memory;
+	if (!s.flushes || !s.dom_commits || us_engine_create(&opts, &e)) {
+		FAIL("cannot create the engine");
+		goto out;
+	}
+	s.e = e;
+	if (us_engine_set_param(e, US_PARAM_FORCE_COMMIT, c->policy == SIM_POLICY_UNSTABLE) ||
+	    us_engine_set_param(e, US_PARAM_MAX_FLUSH_BYTES, c->backend.rpc) ||
+	    us_backend_create(e, &ops, &s, &s.bk) ||
+	    us_backend_set_max_inflight(s.bk, c->backend.rpcs * c->backend.rpc)) {
+		FAIL("cannot set up the backend");
+		goto out;
+	}
+	for (i = 0; i < c->ndom; i++) {
+		const struct sim_domain *d = &c->dom[i];
+		us_domain *p = d->parent >= 0 ? dom[d->parent] : NULL;
+
+		if (us_domain_create(e, p, d->name, 0, &dom[i]) ||
+		    (d->max != UINT64_MAX && us_domain_set_limit(dom[i], US_LIMIT_MAX, d->max)) ||
+		    (d->high != UINT64_MAX &&
+		     us_domain_set_limit(dom[i], US_LIMIT_HIGH, d->high)) ||
+		    (d->bg && us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_BYTES, d->bg)) ||
+		    (d->bg_pct &&
+		     us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_RATIO, d->bg_pct)) ||
+		    (d->dirty && us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BYTES, d->dirty)) ||
+		    (d->dirty_pct &&
+		     us_domain_set_limit(dom[i], US_LIMIT_DIRTY_RATIO, d->dirty_pct))) {
+			FAIL("domain %s: the engine refused its limits", d->name);
+			goto out;
+		}
+	}
+	for (i = 0; i < c->nwr; i++) {
+		w[i].nblocks = (c->wr[i].bytes + c->wr[i].bs - 1) / c->wr[i].bs;
+		w[i].txn = calloc(w[i].nblocks, sizeof(*w[i].txn));
+		w[i].durable = calloc(w[i].nblocks, sizeof(*w[i].durable));
+		if (!w[i].txn || !w[i].durable ||
+		    us_object_create(s.bk, dom[c->wr[i].domain], (void *)(intptr_t)i, &w[i].o)) {
+			FAIL("cannot create writer %d", i);
+			goto out;
+		}
+		w[i].wait_until = c->wr[i].start_ns;
+	}
+
+	for (left = c->nwr; left;) {
+		uint64_t t = UINT64_MAX;
+		bool acted = false;
+
+		srv_run(&s, now);
+		us_engine_poll(e, now, &next);
+		for (i = 0; i < c->nwr; i++) {
+			struct wstate *x = &w[i];
+			const struct sim_writer *cw = &c->wr[i];
+			bool throttled = c->policy == SIM_POLICY_UNSTABLE;
+			uint64_t pause = 0, bs;
+			us_buf *b;
+			int g;
+
+			if (x->done)
+				continue;
+			if (now < x->wait_until) {
+				if (x->wait_until < t)
+					t = x->wait_until;
+				continue;
+			}
+			acted = true;
+			if (x->gated) {
+				g = us_object_balance(x->o, &pause);
+				if (g == -EAGAIN) {
+					x->wait_until = now + (pause ? pause : MS);
+					record_pause(x, pause);
+					continue;
+				}
+				x->gated = false;
+			}
+			bs = cw->bytes - x->off < cw->bs ? cw->bytes - x->off : cw->bs;
+			g = us_buf_get(x->o, x->off, bs, US_GET_NODATA | US_GET_NOWAIT, &b);
+			if (g == -EAGAIN) {
+				us_object_reclaim(x->o, bs, &pause);
+				x->wait_until = now + (pause ? pause : MS);
+				continue;
+			}
+			if (g < 0) {
+				x->enomem += g == -ENOMEM;
+				x->done = true;
+				x->done_ns = now;
+				left--;
+				continue;
+			}
+			g = us_buf_dirty(b, &pause);
+			us_buf_put(b);
+			x->off += bs;
+			if (x->off >= cw->bytes) {
+				x->done = true;
+				x->done_ns = now;
+				left--;
+			}
+			if (throttled) {
+				record_pause(x, pause);
+				x->gated = g == US_DIRTY_OVER_LIMIT;
+				x->wait_until = now + pause;
+			}
+		}
+		for (i = 0; i < c->ndom; i++) {
+			struct us_domain_stats st = { .size = sizeof(st) };
+
+			us_domain_stats(dom[i], &st);
+			if (c->dom[i].max != UINT64_MAX && st.charged_bytes > c->dom[i].max)
+				r->dom[i].over_max = true;
+		}
+		if (acted)
+			continue;
+		if (srv_next(&s) < t)
+			t = srv_next(&s);
+		if (next > now && next < t)
+			t = next;
+		if (t == UINT64_MAX || t <= now)
+			t = now + MS;
+		now = t;
+	}
+	r->end_ns = now;
+
+	/* The final sync: everything written must reach the server, durably. */
+	{
+		us_sync *y;
+		int k;
+
+		if (us_domain_sync_start(us_engine_root(e), NULL, NULL, &y) == 0) {
+			for (k = 0; k < 10000000 && us_sync_done(y) == 0; k++) {
+				uint64_t t;
+
+				srv_run(&s, now);
+				us_engine_poll(e, now, &next);
+				t = srv_next(&s);
+				if (next > now && next < t)
+					t = next;
+				now = t > now ? t : now + MS;
+			}
+			us_sync_free(y);
+		}
+	}
+
+	for (i = 0; i < c->nwr; i++) {
+		struct sim_writer_result *wr = &r->wr[i];
+		uint64_t k;
+
+		wr->bytes = w[i].off;
+		wr->done_ns = w[i].done_ns - c->wr[i].start_ns;
+		wr->enomem = w[i].enomem;
+		wr->max_pause_ns = w[i].max_pause;
+		if (w[i].npauses) {
+			qsort(w[i].pauses, w[i].npauses, sizeof(uint64_t), cmp_u64);
+			wr->p99_pause_ns = w[i].pauses[(w[i].npauses * 99) / 100];
+		}
+		for (k = 0; k < w[i].nblocks && k * c->wr[i].bs < w[i].off; k++)
+			if (!w[i].durable[k])
+				wr->lost_bytes += c->wr[i].bs;
+		wr->throughput = wr->done_ns ? (double)wr->bytes / ((double)wr->done_ns / SEC) : 0;
+		wr->ratio = wr->throughput / (double)c->backend.bw;
+	}
+	{
+		double sum = 0, sq = 0;
+
+		for (i = 0; i < c->nwr; i++) {
+			sum += r->wr[i].throughput;
+			sq += r->wr[i].throughput * r->wr[i].throughput;
+		}
+		r->jain = sq > 0 ? sum * sum / (c->nwr * sq) : 1;
+	}
+	for (i = 0; i < c->ndom; i++) {
+		struct us_domain_stats st = { .size = sizeof(st) };
+
+		us_domain_stats(dom[i], &st);
+		r->dom[i].peak_charged = st.peak_charged_bytes;
+		r->dom[i].enomem = st.enomem;
+		r->dom[i].commits = s.dom_commits[i];
+		r->dom[i].flushes = s.flushes[i];
+	}
+	{
+		struct us_backend_stats bs = { .size = sizeof(bs) };
+
+		us_backend_stats(s.bk, &bs);
+		r->commits_asked = bs.commit_calls + bs.sync_calls;
+	}
+	r->server_commits = s.commits;
+out:
+	for (i = 0; i < c->nwr; i++) {
+		free(w[i].txn);
+		free(w[i].durable);
+		free(w[i].pauses);
+	}
+	while (s.head < s.tail)
+		free(s.q[s.head++].bufs);
+	free(s.q);
+	free(s.flushes);
+	free(s.dom_commits);
+	/* The engine may still hold data if the sync could not finish: its
+	 * memory goes with the process. */
+	if (e && us_engine_destroy(e) != 0 && rc == 0)
+		FAIL("the final sync left data behind");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	r->wall_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	return rc;
+}

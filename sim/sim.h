@@ -1,0 +1,86 @@
+/*
+ * unstable-sim: the engine against a simulated server and dd-like writers,
+ * in virtual time (DESIGN §9; issue 5).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef US_SIM_H
+#define US_SIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SIM_MAX_DOMAINS 64
+#define SIM_MAX_WRITERS 64
+
+enum sim_policy {
+	SIM_POLICY_UNSTABLE = 0,	 /* the library: throttling and forced commits */
+	SIM_POLICY_NO_FORCED_COMMIT = 1, /* the unpatched client */
+};
+
+struct sim_backend {
+	uint64_t bw;		  /* bytes per second */
+	uint64_t lat_ns;	  /* per request */
+	uint64_t rpcs;		  /* requests in flight, at most */
+	uint64_t rpc;		  /* bytes per request, at most */
+	uint64_t commit_interval; /* ns */
+	uint64_t commit_lat;	  /* ns */
+	uint64_t journal;	  /* commit when this much is uncommitted */
+};
+
+struct sim_domain {
+	char name[64];
+	int parent; /* index, or -1 for the root */
+	uint64_t max, high;
+	uint64_t bg, dirty;	    /* bytes, or 0 */
+	unsigned bg_pct, dirty_pct; /* percent, or 0 */
+};
+
+struct sim_writer {
+	int domain; /* index */
+	uint64_t bytes, bs, start_ns;
+};
+
+struct sim_config {
+	char scenario[64];
+	enum sim_policy policy;
+	uint64_t memory;
+	struct sim_backend backend;
+	struct sim_domain dom[SIM_MAX_DOMAINS];
+	int ndom;
+	struct sim_writer wr[SIM_MAX_WRITERS];
+	int nwr;
+	uint64_t seed;
+};
+
+struct sim_writer_result {
+	uint64_t bytes, done_ns, enomem, max_pause_ns, p99_pause_ns, lost_bytes;
+	double throughput, ratio;
+};
+
+struct sim_domain_result {
+	uint64_t peak_charged, commits, flushes, enomem;
+	bool over_max; /* charged passed max at some step */
+};
+
+struct sim_result {
+	struct sim_writer_result wr[SIM_MAX_WRITERS];
+	struct sim_domain_result dom[SIM_MAX_DOMAINS];
+	uint64_t end_ns, server_commits, commits_asked;
+	double jain, wall_seconds;
+};
+
+/* Parsing (args.c). Each returns 0, or -1 with a message in err. */
+int sim_parse_size(const char *s, uint64_t *out, char *err, size_t len);
+int sim_parse_time(const char *s, uint64_t *out, char *err, size_t len);
+int sim_parse_rate(const char *s, uint64_t *out, char *err, size_t len);
+int sim_parse_backend(const char *s, struct sim_backend *b, char *err, size_t len);
+int sim_parse_domain(const char *s, struct sim_config *c, char *err, size_t len);
+int sim_parse_writer(const char *s, struct sim_config *c, char *err, size_t len);
+void sim_config_init(struct sim_config *c);
+
+/* The simulation (run.c): 0, or -1 with a message (setup failed). */
+int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t len);
+
+#endif

@@ -1,0 +1,138 @@
+/*
+ * unstable-sim's own logic: argument parsing and its errors, and short
+ * scenarios that assert the invariants (no ENOMEM, peak charged within max,
+ * no byte lost) — not the throughput targets, which belong to the
+ * benchmark.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "sim.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB (1ull << 20)
+
+START_TEST(test_sizes_times_rates)
+{
+	char err[128];
+	uint64_t v;
+
+	ck_assert_int_eq(sim_parse_size("4096", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, 4096);
+	ck_assert_int_eq(sim_parse_size("4K", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, 4096);
+	ck_assert_int_eq(sim_parse_size("1.5G", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, 3ull << 29);
+	ck_assert_int_eq(sim_parse_size("2TiB", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, 2ull << 40);
+	ck_assert_int_eq(sim_parse_size("4X", &v, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "suffix"));
+	ck_assert_int_eq(sim_parse_size("-1", &v, err, sizeof(err)), -1);
+	ck_assert_int_eq(sim_parse_size("", &v, err, sizeof(err)), -1);
+	ck_assert_int_eq(sim_parse_time("5s", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, 5000000000u);
+	ck_assert_int_eq(sim_parse_time("20ms", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, 20000000u);
+	ck_assert_int_eq(sim_parse_time("3us", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, 3000u);
+	ck_assert_int_eq(sim_parse_time("7", &v, err, sizeof(err)), -1);
+	ck_assert_int_eq(sim_parse_time("7h", &v, err, sizeof(err)), -1);
+	ck_assert_int_eq(sim_parse_rate("2G/s", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, 2ull << 30);
+	ck_assert_int_eq(sim_parse_rate("2G", &v, err, sizeof(err)), -1);
+	ck_assert_int_eq(sim_parse_rate("0/s", &v, err, sizeof(err)), -1);
+}
+END_TEST
+
+START_TEST(test_specs)
+{
+	struct sim_config c;
+	char err[128];
+
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_backend("bw=100M/s,lat=1ms,rpcs=4,rpc=1M,commit-interval=5s,"
+					   "commit-lat=20ms,journal=64M",
+					   &c.backend, err, sizeof(err)),
+			 0);
+	ck_assert_uint_eq(c.backend.bw, 100 * MIB);
+	ck_assert_uint_eq(c.backend.rpcs, 4);
+	ck_assert_uint_eq(c.backend.journal, 64 * MIB);
+	ck_assert_int_eq(sim_parse_backend("bw=1G/s,speed=3", &c.backend, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "speed"));
+	ck_assert_int_eq(sim_parse_backend("rpcs=0", &c.backend, err, sizeof(err)), -1);
+	ck_assert_int_eq(sim_parse_domain("p,max=1G", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(
+		sim_parse_domain("a,parent=p,max=256M,bg=10%,dirty=32M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(c.ndom, 2);
+	ck_assert_int_eq(c.dom[1].parent, 0);
+	ck_assert_uint_eq(c.dom[1].bg_pct, 10);
+	ck_assert_uint_eq(c.dom[1].dirty, 32 * MIB);
+	ck_assert_int_eq(sim_parse_domain("a,max=1G", &c, err, sizeof(err)), -1); /* twice */
+	ck_assert_int_eq(sim_parse_domain("b,parent=nope", &c, err, sizeof(err)), -1);
+	ck_assert_int_eq(sim_parse_domain("b,bg=101%", &c, err, sizeof(err)), -1);
+	ck_assert_int_eq(sim_parse_writer("a,bytes=1G,bs=1M,start=2s", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(c.nwr, 1);
+	ck_assert_uint_eq(c.wr[0].start_ns, 2000000000u);
+	ck_assert_int_eq(sim_parse_writer("zz,bytes=1G", &c, err, sizeof(err)), -1);
+	ck_assert_int_eq(sim_parse_writer("a,bs=1M", &c, err, sizeof(err)), -1); /* no bytes */
+	ck_assert_int_eq(c.nwr, 1);
+}
+END_TEST
+
+/* A short run of each policy: the invariants of the benchmark's table. */
+START_TEST(test_short_runs)
+{
+	struct sim_config c;
+	struct sim_result r;
+	char err[128];
+
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_backend("bw=200M/s,lat=1ms,rpcs=8,rpc=1M,commit-interval=5s,"
+					   "commit-lat=20ms,journal=1T",
+					   &c.backend, err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(sim_parse_domain("a,max=32M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_domain("b,max=32M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("a,bytes=96M,bs=1M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("b,bytes=96M,bs=1M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	ck_assert_uint_eq(r.wr[0].enomem + r.wr[1].enomem, 0);
+	ck_assert_uint_eq(r.wr[0].bytes, 96 * MIB);
+	ck_assert_uint_eq(r.wr[0].lost_bytes + r.wr[1].lost_bytes, 0);
+	ck_assert_uint_le(r.dom[0].peak_charged, 32 * MIB);
+	ck_assert(!r.dom[0].over_max && !r.dom[1].over_max);
+	ck_assert(r.jain > 0.99);
+	fprintf(stderr, "sim, unstable: %.2f and %.2f of the backend, Jain %.4f\n", r.wr[0].ratio,
+		r.wr[1].ratio, r.jain);
+
+	/* The unpatched client: ENOMEM, yet nothing written is lost. */
+	c.policy = SIM_POLICY_NO_FORCED_COMMIT;
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	ck_assert_uint_gt(r.wr[0].enomem, 0);
+	ck_assert_uint_lt(r.wr[0].bytes, 96 * MIB);
+	ck_assert_uint_eq(r.wr[0].lost_bytes + r.wr[1].lost_bytes, 0);
+	ck_assert(!r.dom[0].over_max);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("sim");
+	TCase *tc = tcase_create("sim");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_sizes_times_rates);
+	tcase_add_test(tc, test_specs);
+	tcase_add_test(tc, test_short_runs);
+	tcase_set_timeout(tc, 120);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

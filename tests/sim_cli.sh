@@ -1,0 +1,38 @@
+#!/bin/sh
+# unstable-sim's command line: bad arguments print a message and exit 2; a
+# small custom run and --json work.
+set -u
+sim=$1
+fail=0
+
+expect() {
+	code=$1
+	shift
+	out=$("$sim" "$@" 2>&1)
+	rc=$?
+	if [ "$rc" -ne "$code" ]; then
+		echo "FAIL: unstable-sim $* exited $rc, expected $code: $out"
+		fail=1
+	fi
+}
+
+expect 2 --bogus
+expect 2 --policy sloppy
+expect 2 --memory 12X
+expect 2 --backend bw=fast
+expect 2 --domain a --writer b,bytes=1G
+expect 2 --domain a --writer a
+expect 2 --domain a --writer a,bytes=1G extra
+expect 2
+expect 0 --help
+expect 0 --domain a,max=16M --writer a,bytes=48M
+out=$("$sim" --json --domain a,max=16M --writer a,bytes=48M)
+case $out in
+*'"kind":"writer"'*'"enomem":0'*'"lost_bytes":0'*'"kind":"summary"'*) ;;
+*)
+	echo "FAIL: --json output: $out"
+	fail=1
+	;;
+esac
+[ "$fail" -eq 0 ] && echo "sim_cli: all passed"
+exit $fail
