@@ -73,6 +73,11 @@ static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 	}
 	pinned_add(o, from, -(int64_t)b->length);
 	pinned_add(o, to, b->length);
+	/* New data: newer than every sync running (set before they count). */
+	if (from == US_BUF_CLEAN && to == US_BUF_DIRTY)
+		b->dirty_seq = ++o->engine->dirty_seq;
+	if (!us_list_empty(&o->engine->syncs) && from != to)
+		us__sync_account(b, from, to);
 	if (to == US_BUF_CLEAN && (from == US_BUF_WRITEBACK || from == US_BUF_UNSTABLE))
 		o->wb->cleaned += b->length;
 	if (to == US_BUF_CLEAN && from != US_BUF_CLEAN)
@@ -83,8 +88,6 @@ static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 			us_list_del(&o->dirty_link);
 	}
 	if (to == US_BUF_DIRTY) {
-		if (from == US_BUF_CLEAN)
-			b->dirty_seq = ++o->engine->dirty_seq;
 		b->flags &= (uint8_t)~US_BUF_RECLAIM;
 		us__tree_set_mark(o->root, b->node.key, true);
 		if (o->ndirty++ == 0) {

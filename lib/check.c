@@ -230,6 +230,8 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 	if (msg && len)
 		msg[0] = '\0';
 	us__lock(e);
+	if (!us__sync_counts_ok(e))
+		fail(&c, "a sync's counts of the buffers it waits for are wrong");
 	zero_scratch(e->root);
 	us_list_for_each (bpos, &e->backends) {
 		us_backend *bk = us_container_of(bpos, us_backend, link);

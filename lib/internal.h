@@ -546,6 +546,9 @@ void us__commit_issue(us_engine *e, struct us_commit_req *list);
 /* sync.c: steps every running sync (poll; lock held, dropped around the
  * callbacks). */
 void us__sync_poll(us_engine *e);
+bool us__sync_counts_ok(us_engine *e);
+/* A buffer changes state: the syncs waiting for it count it (account()). */
+void us__sync_account(us_buf *b, enum us_buf_state from, enum us_buf_state to);
 int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns);
 void us__commit_retire(us_object *o);
 

@@ -38,37 +38,86 @@ struct us_sync {
 	void *ctx;
 	bool done, notified, freed;
 	struct us_list link; /* e->syncs */
+	uint64_t nwait[4];   /* buffers it waits for, by state */
 };
 
-/*
- * Under the lock: one object's part of a step. Returns whether the sync
- * still waits for it; queues flushes and commits.
- */
-static bool step_object(us_sync *s, us_object *o, uint64_t now, struct us_flush_req **flushes,
-			struct us_commit_req **commits)
+/* Whether o is in s's scope. */
+static bool in_scope(const us_sync *s, const us_object *o)
 {
-	us_engine *e = s->e;
-	us_backend *bk = o->backend;
-	bool wait = false, unstable = false, inflight = false;
+	return s->o ? s->o == o : us__under(o->domain, s->d);
+}
+
+/*
+ * Under the lock, from account(): b moves from one state to another; the
+ * syncs that wait for it count it. A buffer counts for a sync while it is
+ * pinned with data from before the sync's start (dirty_seq <= seq); a
+ * CLEAN -> DIRTY transition gives it a newer dirty_seq first.
+ */
+void us__sync_account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
+{
+	us_engine *e = b->obj->engine;
+	struct us_list *pos;
+
+	us_list_for_each (pos, &e->syncs) {
+		us_sync *s = us_container_of(pos, us_sync, link);
+
+		if (b->dirty_seq > s->seq || !in_scope(s, b->obj))
+			continue;
+		if (from != US_BUF_CLEAN)
+			s->nwait[from]--;
+		if (to != US_BUF_CLEAN)
+			s->nwait[to]++;
+	}
+}
+
+/* Under the lock: s's counts, from the buffers of its scope (once). */
+static void count_object(us_sync *s, us_object *o)
+{
 	struct us_tnode *t;
 
 	for (t = us__tree_find_ge(o->root, 0); t;) {
 		us_buf *b = us_container_of(t, us_buf, node);
 		uint8_t st = atomic_load_explicit(&b->state, memory_order_relaxed);
 
-		if (st != US_BUF_CLEAN && b->dirty_seq <= s->seq) {
-			wait = true;
-			if (st == US_BUF_UNSTABLE)
-				unstable = true;
-			else
-				inflight = true; /* DIRTY or WRITEBACK: more to commit */
-		}
+		if (st != US_BUF_CLEAN && b->dirty_seq <= s->seq)
+			s->nwait[st]++;
 		if (t->key + b->length < t->key)
 			break;
 		t = us__tree_find_ge(o->root, t->key + b->length);
 	}
-	if (!wait)
-		return false;
+}
+
+/* Under the lock: whether every sync's counts match its buffers (the
+ * checker's). */
+bool us__sync_counts_ok(us_engine *e)
+{
+	struct us_list *pos, *bpos, *opos;
+
+	us_list_for_each (pos, &e->syncs) {
+		us_sync *s = us_container_of(pos, us_sync, link);
+		us_sync t = *s;
+
+		memset(t.nwait, 0, sizeof(t.nwait));
+		us_list_for_each (bpos, &e->backends)
+			us_list_for_each (opos, &us_container_of(bpos, us_backend, link)->objects) {
+				us_object *o = us_container_of(opos, us_object, link);
+
+				if (in_scope(s, o))
+					count_object(&t, o);
+			}
+		if (memcmp(t.nwait, s->nwait, sizeof(t.nwait)))
+			return false;
+	}
+	return true;
+}
+
+/* Under the lock: what one object of the scope needs now. */
+static void act_object(us_sync *s, us_object *o, uint64_t now, bool commit,
+		       struct us_flush_req **flushes, struct us_commit_req **commits)
+{
+	us_engine *e = s->e;
+	us_backend *bk = o->backend;
+
 	if (o->ndirty && now >= o->retry_ns) {
 		uint64_t budget =
 			bk->max_inflight > bk->writeback ? bk->max_inflight - bk->writeback : 0;
@@ -86,10 +135,8 @@ static bool step_object(us_sync *s, us_object *o, uint64_t now, struct us_flush_
 			}
 		}
 	}
-	/* One commit for all of it, once its writes are done. */
-	if (unstable && !inflight)
+	if (commit && !us_list_empty(&o->unstable))
 		us__want_commit(e, o, s->o == NULL, s->reason, commits, now);
-	return true;
 }
 
 /* Under the lock: one step of s; issues nothing (the caller does). */
@@ -98,26 +145,30 @@ static void step(us_sync *s, struct us_flush_req **flushes, struct us_commit_req
 	us_engine *e = s->e;
 	uint64_t now = us__now(e);
 	struct us_list *bpos, *opos;
-	bool wait = false;
+	bool commit;
 
 	if (s->done)
 		return;
+	if (!s->nwait[US_BUF_DIRTY] && !s->nwait[US_BUF_WRITEBACK] && !s->nwait[US_BUF_UNSTABLE]) {
+		s->done = true;
+		return;
+	}
+	/* One commit for all of it, once the writes it waits for are done. */
+	commit = !s->nwait[US_BUF_DIRTY] && !s->nwait[US_BUF_WRITEBACK];
 	if (s->o) {
-		wait = step_object(s, s->o, now, flushes, commits);
-	} else {
-		us_list_for_each (bpos, &e->backends) {
-			us_backend *bk = us_container_of(bpos, us_backend, link);
+		act_object(s, s->o, now, commit, flushes, commits);
+		return;
+	}
+	us_list_for_each (bpos, &e->backends) {
+		us_backend *bk = us_container_of(bpos, us_backend, link);
 
-			us_list_for_each (opos, &bk->objects) {
-				us_object *o = us_container_of(opos, us_object, link);
+		us_list_for_each (opos, &bk->objects) {
+			us_object *o = us_container_of(opos, us_object, link);
 
-				if (us__under(o->domain, s->d) &&
-				    step_object(s, o, now, flushes, commits))
-					wait = true;
-			}
+			if (us__under(o->domain, s->d))
+				act_object(s, o, now, commit, flushes, commits);
 		}
 	}
-	s->done = !wait;
 }
 
 /* Calls the callbacks of the syncs that are done and not told yet. Lock
@@ -191,6 +242,19 @@ static int start(us_engine *e, us_object *o, us_domain *d, enum us_reason reason
 		o->busy++;
 	else
 		d->nsyncs++;
+	if (o) {
+		count_object(s, o);
+	} else {
+		struct us_list *bpos, *opos;
+
+		us_list_for_each (bpos, &e->backends)
+			us_list_for_each (opos, &us_container_of(bpos, us_backend, link)->objects) {
+				us_object *x = us_container_of(opos, us_object, link);
+
+				if (us__under(x->domain, d))
+					count_object(s, x);
+			}
+	}
 	us_list_add_tail(&e->syncs, &s->link);
 	us__unlock(e);
 	*out = s;

@@ -17,7 +17,8 @@
  * written block must be durable, and lost_bytes counts those that are not.
  *
  * Writers behave like dd bs=1M: each dirties its blocks in order as fast as
- * the engine lets it. Under the unstable policy it honours every pause and
+ * the engine lets it, and copying a block costs it bs / SIM_COPY_RATE
+ * (8 GiB/s) of its own time. Under the unstable policy it honours every pause and
  * waits at the dirty limit; under no-forced-commit the engine never forces
  * commits and the writer is not throttled (the unpatched Lustre client,
  * whose kernel did not count its unstable pages as dirty).
@@ -350,6 +351,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			g = us_buf_dirty(b, &pause);
 			us_buf_put(b);
 			x->off += bs;
+			/* The copy itself: dd moves its bytes at memory speed. */
+			x->wait_until = now + bs * SEC / SIM_COPY_RATE;
 			if (x->off >= cw->bytes) {
 				x->done = true;
 				x->done_ns = now;
@@ -358,7 +361,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			if (throttled) {
 				record_pause(x, pause);
 				x->gated = g == US_DIRTY_OVER_LIMIT;
-				x->wait_until = now + pause;
+				x->wait_until += pause;
 			}
 		}
 		for (i = 0; i < c->ndom; i++) {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #define SIM_MAX_DOMAINS 64
+#define SIM_COPY_RATE	(8ull << 30) /* a writer's own copying, bytes per second */
 #define SIM_MAX_WRITERS 64
 
 enum sim_policy {
