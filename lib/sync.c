@@ -13,13 +13,14 @@
  * back (a buffer rewritten without pause can, as in Linux without tagging:
  * its oldest data stays unwritten).
  *
- * Each step (at the start, at every poll, at every us_sync_done()) writes
- * back the scope's dirty buffers (reason SYNC, within the backends'
- * in-flight caps, objects in error backoff excepted) and, once an object's
- * writes it waits for are done, asks for one commit of its unstable buffers
- * (the commit policy's bounds apply);
- * it is done when nothing is left. Cost: a scan of the scope's buffers per
- * step.
+ * The sync counts those buffers by state: once at its start (a scan of its
+ * scope), then as they change state (us__sync_account(), from account()),
+ * so that a step costs O(1) for an object, O(objects) for a domain. Each
+ * step (at the start, at every poll, at every us_sync_done()) writes back
+ * the scope's dirty buffers (reason SYNC, within the backends' in-flight
+ * caps, objects in error backoff excepted) and, once the writes it waits
+ * for are done, asks for one commit of the unstable ones (the commit
+ * policy's bounds apply); it is done when it waits for nothing.
  *
  * Errors are reported the errseq_t way: a permanent error recorded on the
  * object (US_WRITE_LOST) cleans the buffer, so the sync completes, and each
