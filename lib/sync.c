@@ -196,29 +196,37 @@ again:
 	}
 }
 
-void us__sync_poll(us_engine *e)
+/*
+ * Lock held: steps one sync, or all of them, and issues what they ask for
+ * (dropping the lock); a second round takes the completions that came
+ * inside the callbacks.
+ */
+static void step_issue(us_engine *e, us_sync *only)
 {
 	struct us_flush_req *flushes = NULL;
 	struct us_commit_req *commits = NULL;
 	struct us_list *pos;
+	int round;
 
-	if (us_list_empty(&e->syncs))
-		return;
-	us_list_for_each (pos, &e->syncs)
-		step(us_container_of(pos, us_sync, link), &flushes, &commits);
-	if (flushes || commits) {
+	for (round = 0; round < 2; round++) {
+		if (only)
+			step(only, &flushes, &commits);
+		else
+			us_list_for_each (pos, &e->syncs)
+				step(us_container_of(pos, us_sync, link), &flushes, &commits);
+		if (!flushes && !commits)
+			return;
 		us__unlock(e);
 		us__issue(e, &flushes, &commits);
 		us__lock(e);
-		/* Synchronous completions may have finished some. */
-		us_list_for_each (pos, &e->syncs)
-			step(us_container_of(pos, us_sync, link), &flushes, &commits);
-		if (flushes || commits) {
-			us__unlock(e);
-			us__issue(e, &flushes, &commits);
-			us__lock(e);
-		}
 	}
+}
+
+void us__sync_poll(us_engine *e)
+{
+	if (us_list_empty(&e->syncs))
+		return;
+	step_issue(e, NULL);
 	notify(e);
 }
 
@@ -284,23 +292,10 @@ int us_domain_sync_start(us_domain *d, us_sync_cb cb, void *ctx, us_sync **out)
 static int advance_sync(us_sync *s, bool tell)
 {
 	us_engine *e = s->e;
-	struct us_flush_req *flushes = NULL;
-	struct us_commit_req *commits = NULL;
 	int done;
 
 	us__lock(e);
-	step(s, &flushes, &commits);
-	if (flushes || commits) {
-		us__unlock(e);
-		us__issue(e, &flushes, &commits);
-		us__lock(e);
-		step(s, &flushes, &commits);
-		if (flushes || commits) {
-			us__unlock(e);
-			us__issue(e, &flushes, &commits);
-			us__lock(e);
-		}
-	}
+	step_issue(e, s);
 	done = s->done;
 	if (tell)
 		notify(e);
