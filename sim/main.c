@@ -30,8 +30,9 @@ static const char *usage =
 	"     commit-lat=TIME,journal=SIZE]\n"
 	"  [--domain NAME[,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%][,dirty=SIZE|PCT%]]...\n"
 	"  [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME]]... [--seed N]\n"
-	"scenarios: lustre-2 (one dd at 2x, 1x, 0.5x memcg limits of 1G..64G), seeds (all "
-	"of the above)\n";
+	"scenarios: lustre-1 (dd of 128G..1T through 512G), lustre-2 (one dd at 2x, 1x, 0.5x\n"
+	"  memcg limits of 1G..64G), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all of them;\n"
+	"  lustre-3, lustre-4 and the naive policy are not built yet)\n";
 
 static int bad(const char *msg)
 {
@@ -162,6 +163,124 @@ static int lustre2(enum sim_policy pol, bool json)
 	return 0;
 }
 
+/* One writer of bytes through one domain (or the root when max is 0). */
+static int one_dd(const char *scenario, enum sim_policy pol, bool json,
+		  void (*backend)(struct sim_config *), const char *name, uint64_t max,
+		  uint64_t bytes, uint64_t bs, struct sim_result *r, uint64_t *bw)
+{
+	struct sim_config c;
+	char err[256];
+
+	sim_config_init(&c);
+	snprintf(c.scenario, sizeof(c.scenario), "%s", scenario);
+	c.policy = pol;
+	backend(&c);
+	snprintf(c.dom[0].name, sizeof(c.dom[0].name), "%s", name);
+	c.dom[0].parent = -1;
+	c.dom[0].max = max ? max : UINT64_MAX;
+	c.dom[0].high = UINT64_MAX;
+	c.ndom = 1;
+	c.wr[0].domain = 0;
+	c.wr[0].bs = bs;
+	c.wr[0].bytes = bytes;
+	c.nwr = 1;
+	if (sim_run(&c, r, err, sizeof(err))) {
+		fprintf(stderr, "unstable-sim: %s\n", err);
+		return 1;
+	}
+	if (json)
+		json_run(&c, r);
+	*bw = c.backend.bw;
+	return 0;
+}
+
+static const char *cell(char *buf, size_t n, const struct sim_result *r, double unit)
+{
+	if (r->wr[0].enomem)
+		snprintf(buf, n, "ENOMEM");
+	else
+		snprintf(buf, n, "%.2f%s", r->wr[0].throughput / unit,
+			 r->wr[0].lost_bytes || r->dom[0].over_max ? "!" : "");
+	return buf;
+}
+
+/* Lustre table 1: dd of 128G to 1T through 512G of client memory, no memcg. */
+static int lustre1(enum sim_policy pol, bool json)
+{
+	static const unsigned sizes[] = { 128, 256, 512, 1024 };
+	static const double unpatched[] = { 2.2, 2.2, 2.1, 2.0 },
+			    patched[] = { 2.2, 2.2, 2.1, 2.0 };
+	struct sim_result r;
+	char buf[4][32];
+	uint64_t bw;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		if (one_dd("lustre-1", pol, json, lustre_backend, "client", 0, sizes[i] * GIB,
+			   1 << 20, &r, &bw))
+			return 1;
+		else
+			cell(buf[i], sizeof(buf[i]), &r, 1e9);
+	if (json)
+		return 0;
+	printf("\nLustre table 1 (policy %s): dd through 512G of client memory, GB/s\n",
+	       pol == SIM_POLICY_UNSTABLE ? "unstable" : "no-forced-commit");
+	printf("%-16s %8s %8s %8s %8s\n", "I/O size", "128G", "256G", "512G", "1024G");
+	printf("%-16s %8.1f %8.1f %8.1f %8.1f\n", "seed unpatched", unpatched[0], unpatched[1],
+	       unpatched[2], unpatched[3]);
+	printf("%-16s %8.1f %8.1f %8.1f %8.1f\n", "seed patched", patched[0], patched[1],
+	       patched[2], patched[3]);
+	printf("%-16s %8s %8s %8s %8s\n", "ours", buf[0], buf[1], buf[2], buf[3]);
+	return 0;
+}
+
+/* The memcg change's server: an ext3 disk of about 40 MB/s that commits
+ * its journal every 5 s. */
+static void ext3_backend(struct sim_config *c)
+{
+	c->memory = 4 * GIB;
+	c->backend.bw = 40000000ull;
+	c->backend.lat_ns = 1000000;
+	c->backend.rpcs = 8;
+	c->backend.rpc = 1 << 20;
+	c->backend.commit_interval = 5000000000ull;
+	c->backend.commit_lat = 20000000;
+	c->backend.journal = 128 << 20;
+}
+
+/* Linux memcg: dd of 1000 MiB under 5M, 60M, 300M and 2G limits (ext3). */
+static int memcg(enum sim_policy pol, bool json)
+{
+	static const uint64_t limits[] = { 5ull << 20, 60ull << 20, 300ull << 20, 2 * GIB };
+	static const char *names[] = { "5M", "60M", "300M", "2G" };
+	static const double seed[] = { 37.5, 34.6, 42.7, 312 };
+	struct sim_result r;
+	char buf[4][32];
+	uint64_t bw;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		/* 64 KiB buffers: the kernel dirties pages, not dd's 1 MiB blocks,
+		 * and a 5M limit holds a single 1 MiB block of dirty data. */
+		if (one_dd("memcg", pol, json, ext3_backend, names[i], limits[i], 1048576000ull,
+			   64 << 10, &r, &bw))
+			return 1;
+		else
+			cell(buf[i], sizeof(buf[i]), &r, 1e6);
+	if (json)
+		return 0;
+	printf("\nLinux memcg (policy %s): dd of 1 GB to ext3 under a limit, MB/s "
+	       "(unpatched: OOM-killed at every limit)\n",
+	       pol == SIM_POLICY_UNSTABLE ? "unstable" : "no-forced-commit");
+	printf("%-16s %8s %8s %8s %8s\n", "limit", names[0], names[1], names[2], names[3]);
+	printf("%-16s %8.1f %8.1f %8.1f %8.1f\n", "seed patched", seed[0], seed[1], seed[2],
+	       seed[3]);
+	printf("%-16s %8s %8s %8s %8s\n", "ours", buf[0], buf[1], buf[2], buf[3]);
+	printf("(backend 40 MB/s; ours: dd's own rate, virtual time; a 2G limit holds the whole "
+	       "copy in memory)\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = { { "json", no_argument, NULL, 'j' },
@@ -238,9 +357,17 @@ int main(int argc, char **argv)
 	if (scenario) {
 		if (c.nwr || c.ndom)
 			return bad("--scenario does not take --domain or --writer");
-		if (!strcmp(scenario, "lustre-2") || !strcmp(scenario, "seeds"))
+		if (!strcmp(scenario, "lustre-1"))
+			return lustre1(c.policy, json);
+		if (!strcmp(scenario, "lustre-2"))
 			return lustre2(c.policy, json);
-		return bad("unknown or not yet built scenario");
+		if (!strcmp(scenario, "memcg"))
+			return memcg(c.policy, json);
+		if (!strcmp(scenario, "seeds"))
+			return lustre1(c.policy, json) || lustre2(c.policy, json) ||
+			       memcg(c.policy, json);
+		return bad("unknown or not yet built scenario (built: lustre-1, lustre-2, memcg, "
+			   "seeds)");
 	}
 	if (!c.nwr)
 		return bad("nothing to run: give --scenario, or --domain and --writer");
