@@ -280,6 +280,8 @@ int sim_parse_writer(const char *spec, struct sim_config *c, char *err, size_t l
 			rc = sim_parse_size(v, &w.bs, err, len);
 		else if (!strcmp(k, "start"))
 			rc = sim_parse_time(v, &w.start_ns, err, len);
+		else if (!strcmp(k, "rate"))
+			rc = sim_parse_rate(v, &w.rate, err, len);
 		else
 			return MSG("--writer: unknown key '%s'", k);
 		if (rc)

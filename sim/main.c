@@ -29,10 +29,10 @@ static const char *usage =
 	"  [--memory SIZE] [--backend bw=RATE,lat=TIME,rpcs=N,rpc=SIZE,commit-interval=TIME,\n"
 	"     commit-lat=TIME,journal=SIZE]\n"
 	"  [--domain NAME[,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%][,dirty=SIZE|PCT%]]...\n"
-	"  [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME]]... [--seed N]\n"
+	"  [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE]]... [--seed N]\n"
 	"scenarios: lustre-1 (dd of 128G..1T through 512G), lustre-2 (one dd at 2x, 1x, 0.5x\n"
-	"  memcg limits of 1G..64G), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all of them;\n"
-	"  lustre-3, lustre-4 and the naive policy are not built yet)\n";
+	"  memcg limits of 1G..64G), lustre-3 (8 memcgs of 8G, 16G each), lustre-4 (a limited\n"
+	"  dd beside an unlimited one), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all)\n";
 
 static int bad(const char *msg)
 {
@@ -56,7 +56,7 @@ static void json_run(const struct sim_config *c, const struct sim_result *r)
 		       c->scenario, pol, d->name,
 		       (unsigned long long)(d->max == UINT64_MAX ? 0 : d->max),
 		       (unsigned long long)w->bytes, (double)w->done_ns / 1e9, w->throughput,
-		       (unsigned long long)c->backend.bw, w->ratio,
+		       (unsigned long long)w->ceiling, w->ratio,
 		       (unsigned long long)r->dom[c->wr[i].domain].peak_charged,
 		       (unsigned long long)w->enomem, (double)w->max_pause_ns / 1e6,
 		       (double)w->p99_pause_ns / 1e6, (unsigned long long)w->lost_bytes);
@@ -77,13 +77,19 @@ static void json_run(const struct sim_config *c, const struct sim_result *r)
 	fflush(stdout);
 }
 
-/* The seeds' servers: Lustre OSTs behind a 2.2 GB/s client (dd's GB are
- * 10^9 bytes), 8 RPCs of 4 MiB, a commit every 5 s or when the journal
- * (1 GiB here) fills or the client syncs. */
+/*
+ * The seeds' servers: Lustre OSTs that take 10.4 GB/s in all (dd's GB are
+ * 10^9 bytes: the 8 writers of table 3 reach 1.3 GB/s each), from writers
+ * that copy at most 2.2 GB/s each (one dd of table 1), 8 RPCs of 4 MiB, a
+ * commit every 5 s or when the journal (1 GiB here) fills or the client
+ * syncs, 50 ms each.
+ */
+#define LUSTRE_DD_RATE 2200000000ull
+
 static void lustre_backend(struct sim_config *c)
 {
 	c->memory = 512 * GIB;
-	c->backend.bw = 2200000000ull;
+	c->backend.bw = 10400000000ull;
 	c->backend.lat_ns = 1000000;
 	c->backend.rpcs = 8;
 	c->backend.rpc = 4 << 20;
@@ -124,6 +130,7 @@ static int lustre2(enum sim_policy pol, bool json)
 			c.wr[0].domain = 0;
 			c.wr[0].bs = 1 << 20;
 			c.wr[0].bytes = (uint64_t)(limits[l] * GIB * times[t]);
+			c.wr[0].rate = LUSTRE_DD_RATE;
 			c.nwr = 1;
 			if (!json)
 				fprintf(stderr, "lustre-2: %s, %u G ...\r", rows[t], limits[l]);
@@ -158,8 +165,8 @@ static int lustre2(enum sim_policy pol, bool json)
 		}
 		printf("\n");
 	}
-	printf("(backend 2.2 GB/s; ours: dd's own rate, virtual time; '!' marks lost bytes or a "
-	       "crossed max)\n");
+	printf("(a dd copies at most 2.2 GB/s; ours: dd's own rate, virtual time; '!' marks lost "
+	       "bytes or a crossed max)\n");
 	return 0;
 }
 
@@ -183,6 +190,7 @@ static int one_dd(const char *scenario, enum sim_policy pol, bool json,
 	c.wr[0].domain = 0;
 	c.wr[0].bs = bs;
 	c.wr[0].bytes = bytes;
+	c.wr[0].rate = backend == lustre_backend ? LUSTRE_DD_RATE : 0;
 	c.nwr = 1;
 	if (sim_run(&c, r, err, sizeof(err))) {
 		fprintf(stderr, "unstable-sim: %s\n", err);
@@ -231,6 +239,132 @@ static int lustre1(enum sim_policy pol, bool json)
 	printf("%-16s %8.1f %8.1f %8.1f %8.1f\n", "seed patched", patched[0], patched[1],
 	       patched[2], patched[3]);
 	printf("%-16s %8s %8s %8s %8s\n", "ours", buf[0], buf[1], buf[2], buf[3]);
+	return 0;
+}
+
+/* Lustre table 3: 8 memcgs of 8G, each with a dd of 16G. */
+static int lustre3(enum sim_policy pol, bool json)
+{
+	struct sim_config c;
+	struct sim_result r;
+	char err[256];
+	int i;
+
+	sim_config_init(&c);
+	snprintf(c.scenario, sizeof(c.scenario), "lustre-3");
+	c.policy = pol;
+	lustre_backend(&c);
+	for (i = 0; i < 8; i++) {
+		snprintf(c.dom[i].name, sizeof(c.dom[i].name), "memcg-%d", i + 1);
+		c.dom[i].parent = -1;
+		c.dom[i].max = 8 * GIB;
+		c.dom[i].high = UINT64_MAX;
+		c.wr[i].domain = i;
+		c.wr[i].bs = 1 << 20;
+		c.wr[i].bytes = 16 * GIB;
+		c.wr[i].rate = LUSTRE_DD_RATE;
+	}
+	c.ndom = c.nwr = 8;
+	if (sim_run(&c, &r, err, sizeof(err))) {
+		fprintf(stderr, "unstable-sim: %s\n", err);
+		return 1;
+	}
+	if (json) {
+		json_run(&c, &r);
+		return 0;
+	}
+	printf("\nLustre table 3 (policy %s): 8 memcgs of 8G, a dd of 16G in each\n",
+	       pol == SIM_POLICY_UNSTABLE ? "unstable" : "no-forced-commit");
+	printf("%-10s %22s %22s\n", "", "seed", "ours");
+	for (i = 0; i < 8; i++) {
+		char ours[48];
+
+		if (r.wr[i].enomem)
+			snprintf(ours, sizeof(ours), "ENOMEM");
+		else
+			snprintf(ours, sizeof(ours), "%.2f s, %.2f GB/s%s", r.wr[i].done_ns / 1e9,
+				 r.wr[i].throughput / 1e9,
+				 r.wr[i].lost_bytes || r.dom[i].over_max ? "!" : "");
+		printf("%-10s %22s %22s\n", c.dom[i].name,
+		       (const char *[]){ "12.78 s, 1.3 GB/s", "12.79 s, 1.3 GB/s",
+					 "12.95 s, 1.3 GB/s", "12.96 s, 1.3 GB/s",
+					 "13.41 s, 1.3 GB/s", "13.54 s, 1.3 GB/s",
+					 "13.58 s, 1.3 GB/s", "13.66 s, 1.3 GB/s" }[i],
+		       ours);
+	}
+	printf("Jain index over the writers: %.4f\n", r.jain);
+	return 0;
+}
+
+/* Lustre table 4: a dd under a memcg limit (A) beside an unlimited one (B),
+ * 128G each; B's throughput against B alone. */
+static int lustre4(enum sim_policy pol, bool json)
+{
+	static const unsigned limits[] = { 1, 4, 16, 32, 64, 128 };
+	static const double seed_a[] = { 1.3, 1.3, 1.4, 1.5, 1.8, 2.1 };
+	static const double seed_b[] = { 2.2, 2.2, 2.2, 2.2, 2.2, 2.1 };
+	struct sim_config c;
+	struct sim_result r;
+	char err[256];
+	double solo = 0, a[6], b[6];
+	bool bad_row[6];
+	int l, pass;
+
+	for (pass = -1; pass < 6; pass++) {
+		sim_config_init(&c);
+		snprintf(c.scenario, sizeof(c.scenario), "lustre-4");
+		c.policy = pol;
+		lustre_backend(&c);
+		snprintf(c.dom[0].name, sizeof(c.dom[0].name), "B-unlimited");
+		c.dom[0].parent = -1;
+		c.dom[0].max = c.dom[0].high = UINT64_MAX;
+		c.wr[0].domain = 0;
+		c.wr[0].bs = 1 << 20;
+		c.wr[0].bytes = 128 * GIB;
+		c.wr[0].rate = LUSTRE_DD_RATE;
+		c.ndom = c.nwr = 1;
+		if (pass >= 0) {
+			snprintf(c.dom[1].name, sizeof(c.dom[1].name), "A-%uG", limits[pass]);
+			c.dom[1].parent = -1;
+			c.dom[1].max = limits[pass] * GIB;
+			c.dom[1].high = UINT64_MAX;
+			c.wr[1] = c.wr[0];
+			c.wr[1].domain = 1;
+			c.ndom = c.nwr = 2;
+		}
+		if (sim_run(&c, &r, err, sizeof(err))) {
+			fprintf(stderr, "unstable-sim: %s\n", err);
+			return 1;
+		}
+		if (json)
+			json_run(&c, &r);
+		if (pass < 0) {
+			solo = r.wr[0].throughput;
+			continue;
+		}
+		b[pass] = r.wr[0].throughput;
+		a[pass] = r.wr[1].enomem ? -1 : r.wr[1].throughput;
+		bad_row[pass] = r.wr[0].lost_bytes || r.wr[1].lost_bytes || r.dom[1].over_max;
+	}
+	if (json)
+		return 0;
+	printf("\nLustre table 4 (policy %s): dd A under a memcg limit beside dd B unlimited, "
+	       "GB/s as seed / ours\n",
+	       pol == SIM_POLICY_UNSTABLE ? "unstable" : "no-forced-commit");
+	printf("%-10s %18s %18s %14s\n", "memlimit", "dd writer (A)", "dd writer (B)",
+	       "B / B alone");
+	for (l = 0; l < 6; l++) {
+		char ca[24];
+
+		if (a[l] < 0)
+			snprintf(ca, sizeof(ca), "%.1f / ENOMEM", seed_a[l]);
+		else
+			snprintf(ca, sizeof(ca), "%.1f / %5.2f%s", seed_a[l], a[l] / 1e9,
+				 bad_row[l] ? "!" : "");
+		printf("%-10u %18s %11.1f / %4.2f %13.3f\n", limits[l], ca, seed_b[l], b[l] / 1e9,
+		       solo > 0 ? b[l] / solo : 0);
+	}
+	printf("(B alone: %.2f GB/s; rows are memcg limits in G)\n", solo / 1e9);
 	return 0;
 }
 
@@ -361,13 +495,17 @@ int main(int argc, char **argv)
 			return lustre1(c.policy, json);
 		if (!strcmp(scenario, "lustre-2"))
 			return lustre2(c.policy, json);
+		if (!strcmp(scenario, "lustre-3"))
+			return lustre3(c.policy, json);
+		if (!strcmp(scenario, "lustre-4"))
+			return lustre4(c.policy, json);
 		if (!strcmp(scenario, "memcg"))
 			return memcg(c.policy, json);
 		if (!strcmp(scenario, "seeds"))
 			return lustre1(c.policy, json) || lustre2(c.policy, json) ||
+			       lustre3(c.policy, json) || lustre4(c.policy, json) ||
 			       memcg(c.policy, json);
-		return bad("unknown or not yet built scenario (built: lustre-1, lustre-2, memcg, "
-			   "seeds)");
+		return bad("unknown scenario (lustre-1 .. lustre-4, memcg, seeds)");
 	}
 	if (!c.nwr)
 		return bad("nothing to run: give --scenario, or --domain and --writer");

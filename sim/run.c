@@ -351,8 +351,10 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			g = us_buf_dirty(b, &pause);
 			us_buf_put(b);
 			x->off += bs;
-			/* The copy itself: dd moves its bytes at memory speed. */
-			x->wait_until = now + bs * SEC / SIM_COPY_RATE;
+			/* The copy itself, at the writer's own speed. */
+			x->wait_until =
+				now + (uint64_t)((double)bs * SEC /
+						 (double)(cw->rate ? cw->rate : SIM_COPY_RATE));
 			if (x->off >= cw->bytes) {
 				x->done = true;
 				x->done_ns = now;
@@ -419,7 +421,10 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			if (!w[i].durable[k])
 				wr->lost_bytes += c->wr[i].bs;
 		wr->throughput = wr->done_ns ? (double)wr->bytes / ((double)wr->done_ns / SEC) : 0;
-		wr->ratio = wr->throughput / (double)c->backend.bw;
+		wr->ceiling = c->wr[i].rate ? c->wr[i].rate : SIM_COPY_RATE;
+		if (c->backend.bw < wr->ceiling)
+			wr->ceiling = c->backend.bw;
+		wr->ratio = wr->throughput / (double)wr->ceiling;
 	}
 	{
 		double sum = 0, sq = 0;

@@ -41,6 +41,7 @@ struct sim_domain {
 struct sim_writer {
 	int domain; /* index */
 	uint64_t bytes, bs, start_ns;
+	uint64_t rate; /* the writer's own speed (its copying), bytes/s; 0: SIM_COPY_RATE */
 };
 
 struct sim_config {
@@ -57,7 +58,8 @@ struct sim_config {
 
 struct sim_writer_result {
 	uint64_t bytes, done_ns, enomem, max_pause_ns, p99_pause_ns, lost_bytes;
-	double throughput, ratio;
+	uint64_t ceiling;	  /* min(backend bw, the writer's own speed) */
+	double throughput, ratio; /* ratio = throughput / ceiling */
 };
 
 struct sim_domain_result {
