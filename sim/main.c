@@ -5,7 +5,7 @@
  *
  * SPDX-License-Identifier: MIT
  *
- *   unstable-sim [--json] [--scenario NAME] [--policy unstable|no-forced-commit]
+ *   unstable-sim [--json] [--scenario NAME] [--policy unstable|no-forced-commit|naive]
  *     [--memory SIZE] [--backend bw=RATE,lat=TIME,rpcs=N,rpc=SIZE,
  *        commit-interval=TIME,commit-lat=TIME,journal=SIZE]
  *     [--domain NAME[,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%]
@@ -25,7 +25,7 @@
 #define GIB (1ull << 30)
 
 static const char *usage =
-	"usage: unstable-sim [--json] [--scenario NAME] [--policy unstable|no-forced-commit]\n"
+	"usage: unstable-sim [--json] [--scenario NAME] [--policy unstable|no-forced-commit|naive]\n"
 	"  [--memory SIZE] [--backend bw=RATE,lat=TIME,rpcs=N,rpc=SIZE,commit-interval=TIME,\n"
 	"     commit-lat=TIME,journal=SIZE]\n"
 	"  [--domain NAME[,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%][,dirty=SIZE|PCT%]]...\n"
@@ -33,6 +33,13 @@ static const char *usage =
 	"scenarios: lustre-1 (dd of 128G..1T through 512G), lustre-2 (one dd at 2x, 1x, 0.5x\n"
 	"  memcg limits of 1G..64G), lustre-3 (8 memcgs of 8G, 16G each), lustre-4 (a limited\n"
 	"  dd beside an unlimited one), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all)\n";
+
+static const char *policy_name(enum sim_policy p)
+{
+	return p == SIM_POLICY_UNSTABLE ? "unstable" :
+	       p == SIM_POLICY_NAIVE	? "naive" :
+					  "no-forced-commit";
+}
 
 static int bad(const char *msg)
 {
@@ -42,7 +49,7 @@ static int bad(const char *msg)
 
 static void json_run(const struct sim_config *c, const struct sim_result *r)
 {
-	const char *pol = c->policy == SIM_POLICY_UNSTABLE ? "unstable" : "no-forced-commit";
+	const char *pol = policy_name(c->policy);
 	int i;
 
 	for (i = 0; i < c->nwr; i++) {
@@ -149,7 +156,7 @@ static int lustre2(enum sim_policy pol, bool json)
 	if (json)
 		return 0;
 	printf("\nLustre table 2 (policy %s): one dd, memcg limits, GB/s as seed / ours\n",
-	       pol == SIM_POLICY_UNSTABLE ? "unstable" : "no-forced-commit");
+	       policy_name(pol));
 	printf("%-14s", "memcg limits");
 	for (l = 0; l < 4; l++)
 		printf("  %13uG", limits[l]);
@@ -232,7 +239,7 @@ static int lustre1(enum sim_policy pol, bool json)
 	if (json)
 		return 0;
 	printf("\nLustre table 1 (policy %s): dd through 512G of client memory, GB/s\n",
-	       pol == SIM_POLICY_UNSTABLE ? "unstable" : "no-forced-commit");
+	       policy_name(pol));
 	printf("%-16s %8s %8s %8s %8s\n", "I/O size", "128G", "256G", "512G", "1024G");
 	printf("%-16s %8.1f %8.1f %8.1f %8.1f\n", "seed unpatched", unpatched[0], unpatched[1],
 	       unpatched[2], unpatched[3]);
@@ -274,7 +281,7 @@ static int lustre3(enum sim_policy pol, bool json)
 		return 0;
 	}
 	printf("\nLustre table 3 (policy %s): 8 memcgs of 8G, a dd of 16G in each\n",
-	       pol == SIM_POLICY_UNSTABLE ? "unstable" : "no-forced-commit");
+	       policy_name(pol));
 	printf("%-10s %22s %22s\n", "", "seed", "ours");
 	for (i = 0; i < 8; i++) {
 		char ours[48];
@@ -350,7 +357,7 @@ static int lustre4(enum sim_policy pol, bool json)
 		return 0;
 	printf("\nLustre table 4 (policy %s): dd A under a memcg limit beside dd B unlimited, "
 	       "GB/s as seed / ours\n",
-	       pol == SIM_POLICY_UNSTABLE ? "unstable" : "no-forced-commit");
+	       policy_name(pol));
 	printf("%-10s %18s %18s %14s\n", "memlimit", "dd writer (A)", "dd writer (B)",
 	       "B / B alone");
 	for (l = 0; l < 6; l++) {
@@ -405,7 +412,7 @@ static int memcg(enum sim_policy pol, bool json)
 		return 0;
 	printf("\nLinux memcg (policy %s): dd of 1 GB to ext3 under a limit, MB/s "
 	       "(unpatched: OOM-killed at every limit)\n",
-	       pol == SIM_POLICY_UNSTABLE ? "unstable" : "no-forced-commit");
+	       policy_name(pol));
 	printf("%-16s %8s %8s %8s %8s\n", "limit", names[0], names[1], names[2], names[3]);
 	printf("%-16s %8.1f %8.1f %8.1f %8.1f\n", "seed patched", seed[0], seed[1], seed[2],
 	       seed[3]);
@@ -449,9 +456,9 @@ int main(int argc, char **argv)
 			else if (!strcmp(optarg, "no-forced-commit"))
 				c.policy = SIM_POLICY_NO_FORCED_COMMIT;
 			else if (!strcmp(optarg, "naive"))
-				return bad("--policy naive is not built yet");
+				c.policy = SIM_POLICY_NAIVE;
 			else
-				return bad("--policy must be unstable or no-forced-commit");
+				return bad("--policy must be unstable, no-forced-commit or naive");
 			break;
 		case 'm':
 			if (sim_parse_size(optarg, &c.memory, err, sizeof(err)) || !c.memory)

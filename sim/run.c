@@ -21,7 +21,10 @@
  * (8 GiB/s) of its own time. Under the unstable policy it honours every pause and
  * waits at the dirty limit; under no-forced-commit the engine never forces
  * commits and the writer is not throttled (the unpatched Lustre client,
- * whose kernel did not count its unstable pages as dirty).
+ * whose kernel did not count its unstable pages as dirty). Under naive, the
+ * writer is what a client writes by hand: no throttling curve and no
+ * background writeback; when its cache is full it flushes everything, asks
+ * for a commit and waits (the wait counts as its pause).
  */
 #define _GNU_SOURCE 1
 #include "sim.h"
@@ -53,7 +56,8 @@ struct wstate {
 	uint64_t *txn; /* per block: the transaction that wrote it, 0 if none */
 	bool *durable;
 	uint64_t nblocks, first_open; /* blocks before first_open are durable */
-	bool gated, done, started;
+	uint64_t blocked_since;	      /* naive: full since then */
+	bool gated, done, started, blocked;
 };
 
 struct server {
@@ -278,6 +282,10 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		us_domain *p = d->parent >= 0 ? dom[d->parent] : NULL;
 
 		if (us_domain_create(e, p, d->name, 0, &dom[i]) ||
+		    /* naive: no curve, no background writeback */
+		    (c->policy == SIM_POLICY_NAIVE &&
+		     (us_domain_set_limit(dom[i], US_LIMIT_DIRTY_RATIO, 100) ||
+		      us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_RATIO, 99))) ||
 		    (d->max != UINT64_MAX && us_domain_set_limit(dom[i], US_LIMIT_MAX, d->max)) ||
 		    (d->high != UINT64_MAX &&
 		     us_domain_set_limit(dom[i], US_LIMIT_HIGH, d->high)) ||
@@ -337,9 +345,23 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			bs = cw->bytes - x->off < cw->bs ? cw->bytes - x->off : cw->bs;
 			g = us_buf_get(x->o, x->off, bs, US_GET_NODATA | US_GET_NOWAIT, &b);
 			if (g == -EAGAIN) {
+				if (c->policy == SIM_POLICY_NAIVE) {
+					/* Full: flush everything, commit, wait; and
+					 * again at each retry. */
+					if (!x->blocked) {
+						x->blocked = true;
+						x->blocked_since = now;
+					}
+					us_object_flush(x->o, 0, UINT64_MAX, 0);
+					us_object_commit(x->o);
+				}
 				us_object_reclaim(x->o, bs, &pause);
 				x->wait_until = now + (pause ? pause : MS);
 				continue;
+			}
+			if (x->blocked && g >= 0) {
+				x->blocked = false;
+				record_pause(x, now - x->blocked_since);
 			}
 			if (g < 0) {
 				x->enomem += g == -ENOMEM;

@@ -18,6 +18,7 @@
 enum sim_policy {
 	SIM_POLICY_UNSTABLE = 0,	 /* the library: throttling and forced commits */
 	SIM_POLICY_NO_FORCED_COMMIT = 1, /* the unpatched client */
+	SIM_POLICY_NAIVE = 2,		 /* by hand: no curve; when full, flush all and commit */
 };
 
 struct sim_backend {

@@ -108,6 +108,17 @@ START_TEST(test_short_runs)
 	fprintf(stderr, "sim, unstable: %.2f and %.2f of the backend, Jain %.4f\n", r.wr[0].ratio,
 		r.wr[1].ratio, r.jain);
 
+	/* The naive client: no ENOMEM here (it commits when full), nothing
+	 * lost, but stop-and-go: its longest pause is a whole reclaim wait. */
+	c.policy = SIM_POLICY_NAIVE;
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	ck_assert_uint_eq(r.wr[0].enomem + r.wr[1].enomem, 0);
+	ck_assert_uint_eq(r.wr[0].lost_bytes + r.wr[1].lost_bytes, 0);
+	ck_assert(!r.dom[0].over_max && !r.dom[1].over_max);
+	ck_assert_uint_ge(r.wr[0].max_pause_ns, 100000000u);
+	fprintf(stderr, "sim, naive: %.2f and %.2f of the backend, max pause %.0f ms\n",
+		r.wr[0].ratio, r.wr[1].ratio, r.wr[0].max_pause_ns / 1e6);
+
 	/* The unpatched client: ENOMEM, yet nothing written is lost. */
 	c.policy = SIM_POLICY_NO_FORCED_COMMIT;
 	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);

@@ -18,6 +18,7 @@ expect() {
 
 expect 2 --bogus
 expect 2 --policy sloppy
+expect 0 --policy naive --domain a,max=16M --writer a,bytes=48M
 expect 2 --memory 12X
 expect 2 --backend bw=fast
 expect 2 --domain a --writer b,bytes=1G
