@@ -129,6 +129,87 @@ START_TEST(test_short_runs)
 }
 END_TEST
 
+/* Asserts the benchmark's invariants on a result. */
+static void invariants(const struct sim_config *c, const struct sim_result *r)
+{
+	int i;
+
+	for (i = 0; i < c->nwr; i++) {
+		ck_assert_uint_eq(r->wr[i].enomem, 0);
+		ck_assert_uint_eq(r->wr[i].bytes, c->wr[i].bytes);
+		ck_assert_uint_eq(r->wr[i].lost_bytes, 0);
+	}
+	for (i = 0; i < c->ndom; i++) {
+		ck_assert(!r->dom[i].over_max);
+		if (c->dom[i].max != UINT64_MAX)
+			ck_assert_uint_le(r->dom[i].peak_charged, c->dom[i].max);
+	}
+}
+
+/*
+ * One short scenario of each kind of the seeds, scaled down 64 times (MiB
+ * for GiB): one dd at 2x a limit (table 2), 8 domains side by side (table
+ * 3), a limited writer beside an unlimited one (table 4), a tiny limit on a
+ * slow disk (memcg). The invariants, not the throughput.
+ */
+START_TEST(test_seed_kinds)
+{
+	const uint64_t G = 16 * MIB; /* a scaled "gigabyte" */
+	struct sim_config c;
+	struct sim_result r;
+	char err[128];
+	int i;
+
+	/* table 2 */
+	sim_config_init(&c);
+	c.backend.bw = 200 * MIB;
+	ck_assert_int_eq(sim_parse_domain("memcg,max=16M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("memcg,bytes=32M,bs=256K", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	invariants(&c, &r);
+
+	/* table 3: 8 domains, fairness */
+	sim_config_init(&c);
+	c.backend.bw = 400 * MIB;
+	for (i = 0; i < 8; i++) {
+		char spec[64];
+
+		snprintf(spec, sizeof(spec), "m%d,max=%llu", i, (unsigned long long)G / 2);
+		ck_assert_int_eq(sim_parse_domain(spec, &c, err, sizeof(err)), 0);
+		snprintf(spec, sizeof(spec), "m%d,bytes=%llu,bs=256K,rate=100M/s", i,
+			 (unsigned long long)G);
+		ck_assert_int_eq(sim_parse_writer(spec, &c, err, sizeof(err)), 0);
+	}
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	invariants(&c, &r);
+	ck_assert(r.jain > 0.99);
+
+	/* table 4: the unlimited writer keeps its pace */
+	sim_config_init(&c);
+	c.backend.bw = 400 * MIB;
+	ck_assert_int_eq(sim_parse_domain("B", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_domain("A,max=16M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("B,bytes=64M,bs=256K,rate=100M/s", &c, err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(sim_parse_writer("A,bytes=64M,bs=256K,rate=100M/s", &c, err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	invariants(&c, &r);
+	ck_assert(r.wr[0].ratio > 0.97);
+
+	/* memcg: a 5M limit on a 40 MB/s disk */
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_backend("bw=40M/s,lat=1ms,rpcs=8,rpc=1M,commit-interval=5s,"
+					   "commit-lat=20ms,journal=128M",
+					   &c.backend, err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(sim_parse_domain("c,max=5M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("c,bytes=64M,bs=64K", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	invariants(&c, &r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("sim");
@@ -139,6 +220,7 @@ int main(void)
 	tcase_add_test(tc, test_sizes_times_rates);
 	tcase_add_test(tc, test_specs);
 	tcase_add_test(tc, test_short_runs);
+	tcase_add_test(tc, test_seed_kinds);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
