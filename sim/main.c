@@ -30,6 +30,7 @@ static const char *usage =
 	"     commit-lat=TIME,journal=SIZE]\n"
 	"  [--domain NAME[,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%][,dirty=SIZE|PCT%]]...\n"
 	"  [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE]]... [--seed N]\n"
+	"  [--trace FILE.csv]\n"
 	"scenarios: lustre-1 (dd of 128G..1T through 512G), lustre-2 (one dd at 2x, 1x, 0.5x\n"
 	"  memcg limits of 1G..64G), lustre-3 (8 memcgs of 8G, 16G each), lustre-4 (a limited\n"
 	"  dd beside an unlimited one), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all)\n";
@@ -432,6 +433,7 @@ int main(int argc, char **argv)
 						  { "domain", required_argument, NULL, 'd' },
 						  { "writer", required_argument, NULL, 'w' },
 						  { "seed", required_argument, NULL, 'r' },
+						  { "trace", required_argument, NULL, 't' },
 						  { "help", no_argument, NULL, 'h' },
 						  { NULL, 0, NULL, 0 } };
 	struct sim_config c;
@@ -486,6 +488,9 @@ int main(int argc, char **argv)
 				return bad("--seed must be a number");
 			break;
 		}
+		case 't':
+			c.trace = optarg;
+			break;
 		case 'h':
 			printf("%s", usage);
 			return 0;
@@ -496,8 +501,8 @@ int main(int argc, char **argv)
 	if (optind < argc)
 		return bad("unexpected argument");
 	if (scenario) {
-		if (c.nwr || c.ndom)
-			return bad("--scenario does not take --domain or --writer");
+		if (c.nwr || c.ndom || c.trace)
+			return bad("--scenario does not take --domain, --writer or --trace");
 		if (!strcmp(scenario, "lustre-1"))
 			return lustre1(c.policy, json);
 		if (!strcmp(scenario, "lustre-2"))

@@ -250,11 +250,22 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	us_domain *dom[SIM_MAX_DOMAINS];
 	struct wstate w[SIM_MAX_WRITERS];
 	struct timespec t0, t1;
-	uint64_t now = 0, next = 0;
+	uint64_t now = 0, next = 0, next_sample = 0, last_sample = 0;
+	uint64_t last_off[SIM_MAX_WRITERS] = { 0 }, last_pause[SIM_MAX_WRITERS] = { 0 };
+	FILE *trace = NULL;
 	int i, left, rc = 0;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	memset(r, 0, sizeof(*r));
+	if (c->trace) {
+		trace = fopen(c->trace, "w");
+		if (!trace) {
+			snprintf(err, len, "cannot write %s", c->trace);
+			return -1;
+		}
+		fprintf(trace, "time_s,kind,name,dirty,writeback,unstable,charged,bg_thresh,"
+			       "dirty_thresh,rate,pause_ms\n");
+	}
 	memset(&s, 0, sizeof(s));
 	memset(w, 0, sizeof(w));
 	s.c = c;
@@ -314,6 +325,37 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	for (left = c->nwr; left;) {
 		uint64_t t = UINT64_MAX;
 		bool acted = false;
+
+		/* The time series: per domain its bytes and thresholds, per
+		 * writer its rate since the last sample and its last pause. */
+		if (trace && now >= next_sample) {
+			double dt = now > last_sample ? (double)(now - last_sample) / SEC : 0;
+
+			for (i = 0; i < c->ndom; i++) {
+				struct us_domain_stats st = { .size = sizeof(st) };
+				struct us_domain_limits lim = { .size = sizeof(lim) };
+
+				us_domain_stats(dom[i], &st);
+				us_domain_effective_limits(dom[i], &lim);
+				fprintf(trace, "%.3f,domain,%s,%llu,%llu,%llu,%llu,%llu,%llu,,\n",
+					(double)now / SEC, c->dom[i].name,
+					(unsigned long long)st.dirty_bytes,
+					(unsigned long long)st.writeback_bytes,
+					(unsigned long long)st.unstable_bytes,
+					(unsigned long long)st.charged_bytes,
+					(unsigned long long)lim.bg_thresh_bytes,
+					(unsigned long long)lim.dirty_thresh_bytes);
+			}
+			for (i = 0; i < c->nwr; i++) {
+				fprintf(trace, "%.3f,writer,%d,,,,,,,%.0f,%.3f\n",
+					(double)now / SEC, i,
+					dt > 0 ? (double)(w[i].off - last_off[i]) / dt : 0,
+					(double)last_pause[i] / 1e6);
+				last_off[i] = w[i].off;
+			}
+			last_sample = now;
+			next_sample = now + (c->trace_every_ns ? c->trace_every_ns : 100 * MS);
+		}
 
 		srv_run(&s, now);
 		us_engine_poll(e, now, &next);
@@ -382,6 +424,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 				x->done_ns = now;
 				left--;
 			}
+			last_pause[i] = pause;
 			if (throttled) {
 				record_pause(x, pause);
 				x->gated = g == US_DIRTY_OVER_LIMIT;
@@ -401,6 +444,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			t = srv_next(&s);
 		if (next > now && next < t)
 			t = next;
+		if (trace && next_sample > now && next_sample < t)
+			t = next_sample;
 		if (t == UINT64_MAX || t <= now)
 			t = now + MS;
 		now = t;
@@ -488,6 +533,8 @@ out:
 	 * memory goes with the process. */
 	if (e && us_engine_destroy(e) != 0 && rc == 0)
 		FAIL("the final sync left data behind");
+	if (trace)
+		fclose(trace);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	r->wall_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	return rc;

@@ -55,6 +55,8 @@ struct sim_config {
 	struct sim_writer wr[SIM_MAX_WRITERS];
 	int nwr;
 	uint64_t seed;
+	const char *trace;	 /* CSV time series to write, or NULL */
+	uint64_t trace_every_ns; /* its sampling period (default 100 ms) */
 };
 
 struct sim_writer_result {

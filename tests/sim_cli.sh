@@ -35,5 +35,15 @@ case $out in
 	fail=1
 	;;
 esac
+# --trace writes a CSV time series with its header and both kinds of rows.
+trace=$(mktemp)
+"$sim" --domain a,max=16M --writer a,bytes=48M --trace "$trace" >/dev/null
+if ! head -1 "$trace" | grep -q '^time_s,kind,name,dirty,writeback,unstable' ||
+	! grep -q ',domain,a,' "$trace" || ! grep -q ',writer,0,' "$trace"; then
+	echo "FAIL: --trace output"
+	fail=1
+fi
+rm -f "$trace"
+expect 2 --scenario lustre-2 --trace /tmp/x.csv
 [ "$fail" -eq 0 ] && echo "sim_cli: all passed"
 exit $fail
