@@ -18,6 +18,8 @@
 #include "sim.h"
 
 #include <getopt.h>
+#include <stdarg.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,28 @@ static const char *policy_name(enum sim_policy p)
 	return p == SIM_POLICY_UNSTABLE ? "unstable" :
 	       p == SIM_POLICY_NAIVE	? "naive" :
 					  "no-forced-commit";
+}
+
+/* A progress line on long runs, for a person at a terminal only. */
+static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void progress(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!isatty(STDERR_FILENO))
+		return;
+	va_start(ap, fmt);
+	fprintf(stderr, "\r\033[K");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, " ...");
+	va_end(ap);
+}
+
+static void progress_done(void)
+{
+	if (isatty(STDERR_FILENO))
+		fprintf(stderr, "\r\033[K");
 }
 
 static int bad(const char *msg)
@@ -140,8 +164,7 @@ static int lustre2(enum sim_policy pol, bool json)
 			c.wr[0].bytes = (uint64_t)(limits[l] * GIB * times[t]);
 			c.wr[0].rate = LUSTRE_DD_RATE;
 			c.nwr = 1;
-			if (!json)
-				fprintf(stderr, "lustre-2: %s, %u G ...\r", rows[t], limits[l]);
+			progress("lustre-2: %s, %u G", rows[t], limits[l]);
 			if (sim_run(&c, &r, err, sizeof(err))) {
 				fprintf(stderr, "unstable-sim: %s\n", err);
 				return 1;
@@ -154,6 +177,7 @@ static int lustre2(enum sim_policy pol, bool json)
 			peak_over[t][l] = r.dom[0].peak_charged > c.dom[0].max || r.dom[0].over_max;
 		}
 	}
+	progress_done();
 	if (json)
 		return 0;
 	printf("\nLustre table 2 (policy %s): one dd, memcg limits, GB/s as seed / ours\n",
@@ -232,11 +256,13 @@ static int lustre1(enum sim_policy pol, bool json)
 	int i;
 
 	for (i = 0; i < 4; i++)
-		if (one_dd("lustre-1", pol, json, lustre_backend, "client", 0, sizes[i] * GIB,
+		if (progress("lustre-1: %uG", sizes[i]),
+		    one_dd("lustre-1", pol, json, lustre_backend, "client", 0, sizes[i] * GIB,
 			   1 << 20, &r, &bw))
 			return 1;
 		else
 			cell(buf[i], sizeof(buf[i]), &r, 1e9);
+	progress_done();
 	if (json)
 		return 0;
 	printf("\nLustre table 1 (policy %s): dd through 512G of client memory, GB/s\n",
@@ -273,10 +299,12 @@ static int lustre3(enum sim_policy pol, bool json)
 		c.wr[i].rate = LUSTRE_DD_RATE;
 	}
 	c.ndom = c.nwr = 8;
+	progress("lustre-3: 8 writers");
 	if (sim_run(&c, &r, err, sizeof(err))) {
 		fprintf(stderr, "unstable-sim: %s\n", err);
 		return 1;
 	}
+	progress_done();
 	if (json) {
 		json_run(&c, &r);
 		return 0;
@@ -331,6 +359,7 @@ static int lustre4(enum sim_policy pol, bool json)
 		c.wr[0].bytes = 128 * GIB;
 		c.wr[0].rate = LUSTRE_DD_RATE;
 		c.ndom = c.nwr = 1;
+		progress("lustre-4: %s", pass < 0 ? "B alone" : "A beside B");
 		if (pass >= 0) {
 			snprintf(c.dom[1].name, sizeof(c.dom[1].name), "A-%uG", limits[pass]);
 			c.dom[1].parent = -1;
@@ -354,6 +383,7 @@ static int lustre4(enum sim_policy pol, bool json)
 		a[pass] = r.wr[1].enomem ? -1 : r.wr[1].throughput;
 		bad_row[pass] = r.wr[0].lost_bytes || r.wr[1].lost_bytes || r.dom[1].over_max;
 	}
+	progress_done();
 	if (json)
 		return 0;
 	printf("\nLustre table 4 (policy %s): dd A under a memcg limit beside dd B unlimited, "
@@ -404,11 +434,13 @@ static int memcg(enum sim_policy pol, bool json)
 	for (i = 0; i < 4; i++)
 		/* 64 KiB buffers: the kernel dirties pages, not dd's 1 MiB blocks,
 		 * and a 5M limit holds a single 1 MiB block of dirty data. */
-		if (one_dd("memcg", pol, json, ext3_backend, names[i], limits[i], 1048576000ull,
+		if (progress("memcg: %s", names[i]),
+		    one_dd("memcg", pol, json, ext3_backend, names[i], limits[i], 1048576000ull,
 			   64 << 10, &r, &bw))
 			return 1;
 		else
 			cell(buf[i], sizeof(buf[i]), &r, 1e6);
+	progress_done();
 	if (json)
 		return 0;
 	printf("\nLinux memcg (policy %s): dd of 1 GB to ext3 under a limit, MB/s "
