@@ -386,8 +386,7 @@ struct us_tcache {
 	uint64_t head_cache;	/* the owner's copy of head_pub */
 	struct us_tcseg *pfree; /* the owner's spare segments */
 	/* Consumer side, under the engine lock. */
-	_Alignas(64) uint64_t head;
-	_Atomic uint64_t head_pub;
+	_Alignas(64) _Atomic uint64_t head_pub; /* entries drained, ever (release) */
 	struct us_tcseg *cseg;
 	unsigned cidx;
 	/* Consumed segments on their way back to the producer (a stack the

@@ -37,7 +37,7 @@ struct us_sync {
 	enum us_reason reason;
 	us_sync_cb cb;
 	void *ctx;
-	bool done, notified, freed;
+	bool done, notified;
 	struct us_list link; /* e->syncs */
 	uint64_t nwait[4];   /* buffers it waits for, by state */
 };

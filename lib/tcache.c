@@ -214,7 +214,8 @@ void us__tcache_forget_domain(us_engine *e, us_domain *d)
 void us__tcache_drain_one(us_engine *e, struct us_tcache *tc)
 {
 	uint64_t tail = atomic_load_explicit(&tc->tail, memory_order_acquire);
-	uint64_t head = tc->head;
+	/* The consumer is the only writer of head_pub: a relaxed load. */
+	uint64_t head = atomic_load_explicit(&tc->head_pub, memory_order_relaxed);
 
 	if (head == tail)
 		return;
@@ -234,7 +235,6 @@ void us__tcache_drain_one(us_engine *e, struct us_tcache *tc)
 		us__drain_buf(e, tc->cseg->slot[tc->cidx++]);
 		head++;
 	}
-	tc->head = head;
 	atomic_store_explicit(&tc->head_pub, head, memory_order_release);
 }
 

@@ -78,6 +78,12 @@ struct throttle {
 			     credit outstanding; or NULL */
 };
 
+/* Nothing found yet: no pause, no limit, the widest margin. */
+#define THROTTLE_INIT                                            \
+	{                                                        \
+		2.0, false, false, false, UINT64_MAX, NULL, NULL \
+	}
+
 /*
  * The floor of a writeback context. A domain writing to several backends
  * counts them all in its pinned bytes, so one stalled backend could fill the
@@ -286,7 +292,7 @@ void us__high_penalty(us_object *o, struct us_list *victims)
 
 static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake)
 {
-	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL, NULL };
+	struct throttle t = THROTTLE_INIT;
 	us_engine *e = o->engine;
 	uint64_t bw = o->wb->bw, pause;
 
@@ -389,7 +395,7 @@ int us_object_balance(us_object *o, uint64_t *pause_ns)
 
 bool us__credit_grant(struct us_tcache *tc, us_object *o)
 {
-	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL, NULL };
+	struct throttle t = THROTTLE_INIT;
 	us_domain *d = o->domain, *a;
 	int64_t have;
 	uint64_t g;
@@ -432,7 +438,7 @@ void us__credit_police(us_engine *e)
 
 	us_list_for_each (pos, &e->tcaches) {
 		struct us_tcache *tc = us_container_of(pos, struct us_tcache, link);
-		struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL, NULL };
+		struct throttle t = THROTTLE_INIT;
 		us_domain *d = atomic_load_explicit(&tc->dom, memory_order_relaxed);
 
 		if (!d || atomic_load_explicit(&tc->credit, memory_order_relaxed) <= 0 ||
@@ -456,7 +462,7 @@ void us__credit_revoke(us_domain *d)
 
 int us__wb_reason(struct us_wb *wb)
 {
-	struct throttle t = { 2.0, false, false, false, UINT64_MAX, NULL, NULL };
+	struct throttle t = THROTTLE_INIT;
 	us_domain *a;
 
 	for (a = wb->domain; a; a = a->parent)

@@ -130,6 +130,10 @@ static void lustre_backend(struct sim_config *c)
 	c->backend.journal = GIB;
 }
 
+static int one_dd(const char *scenario, enum sim_policy pol, bool json,
+		  void (*backend)(struct sim_config *), const char *name, uint64_t max,
+		  uint64_t bytes, uint64_t bs, struct sim_result *r, uint64_t *bw);
+
 /* Lustre table 2: one dd at 2x, 1x and 0.5x memcg limits of 1G to 64G. */
 static int lustre2(enum sim_policy pol, bool json)
 {
@@ -141,40 +145,24 @@ static int lustre2(enum sim_policy pol, bool json)
 	static const char *rows[] = { "2X memlimit", "1X memlimit", ".5X memlimit" };
 	double ours[3][4];
 	unsigned long long enomem[3][4], lost[3][4], peak_over[3][4];
-	char err[256];
 	int t, l;
 
 	for (t = 0; t < 3; t++) {
 		for (l = 0; l < 4; l++) {
-			struct sim_config c;
 			struct sim_result r;
+			char name[32];
+			uint64_t bw;
 
-			sim_config_init(&c);
-			snprintf(c.scenario, sizeof(c.scenario), "lustre-2");
-			c.policy = pol;
-			lustre_backend(&c);
-			snprintf(c.dom[0].name, sizeof(c.dom[0].name), "memcg-%uG-%gx", limits[l],
-				 times[t]);
-			c.dom[0].parent = -1;
-			c.dom[0].max = limits[l] * GIB;
-			c.dom[0].high = UINT64_MAX;
-			c.ndom = 1;
-			c.wr[0].domain = 0;
-			c.wr[0].bs = 1 << 20;
-			c.wr[0].bytes = (uint64_t)(limits[l] * GIB * times[t]);
-			c.wr[0].rate = LUSTRE_DD_RATE;
-			c.nwr = 1;
+			snprintf(name, sizeof(name), "memcg-%uG-%gx", limits[l], times[t]);
 			progress("lustre-2: %s, %u G", rows[t], limits[l]);
-			if (sim_run(&c, &r, err, sizeof(err))) {
-				fprintf(stderr, "unstable-sim: %s\n", err);
+			if (one_dd("lustre-2", pol, json, lustre_backend, name, limits[l] * GIB,
+				   (uint64_t)(limits[l] * GIB * times[t]), 1 << 20, &r, &bw))
 				return 1;
-			}
-			if (json)
-				json_run(&c, &r);
 			ours[t][l] = r.wr[0].throughput / 1e9;
 			enomem[t][l] = r.wr[0].enomem;
 			lost[t][l] = r.wr[0].lost_bytes;
-			peak_over[t][l] = r.dom[0].peak_charged > c.dom[0].max || r.dom[0].over_max;
+			peak_over[t][l] =
+				r.dom[0].peak_charged > limits[l] * GIB || r.dom[0].over_max;
 		}
 	}
 	progress_done();

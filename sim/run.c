@@ -57,7 +57,7 @@ struct wstate {
 	bool *durable;
 	uint64_t nblocks, first_open; /* blocks before first_open are durable */
 	uint64_t blocked_since;	      /* naive: full since then */
-	bool gated, done, started, blocked;
+	bool gated, done, blocked;
 };
 
 struct server {

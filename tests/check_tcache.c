@@ -45,7 +45,7 @@ static uint64_t queued(void)
 {
 	struct us_tcache *tc = us__tls.tc;
 
-	return tc ? atomic_load(&tc->tail) - tc->head : 0;
+	return tc ? atomic_load(&tc->tail) - atomic_load(&tc->head_pub) : 0;
 }
 
 /*
