@@ -48,11 +48,13 @@ int us_backend_commit_done(us_backend *bk, uint64_t seq)
 	bk->commit_done_calls++;
 	if (seq > bk->committed_seq)
 		bk->committed_seq = seq;
-	if (bk->sync_target && bk->committed_seq >= bk->sync_target)
-		bk->sync_target = 0;
 	for (pos = bk->unstable_objs.next; pos != &bk->unstable_objs; pos = next) {
 		next = pos->next; /* clean_upto() may unlink pos */
 		n += clean_upto(us_container_of(pos, us_object, unstable_link), seq);
+	}
+	if (bk->sync_target && bk->committed_seq >= bk->sync_target) {
+		us__commit_latency(bk, us__now(bk->engine) - bk->sync_issued_ns);
+		bk->sync_target = 0;
 	}
 	us__kick(bk->engine); /* progress: reclaim and sync waiters */
 	us__unlock(bk->engine);

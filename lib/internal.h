@@ -223,6 +223,9 @@ struct us_domain {
 	struct us_counters c;
 	uint64_t peak_charged;
 	uint64_t peak_pinned;
+	/* Bytes the subtree's commit pipelines hold at their measured rates
+	 * (wb.c); raises ratio thresholds (throttle.c). */
+	uint64_t pipe_bytes;
 	uint64_t ev
 		[US_EV__COUNT]; /* Clean unreferenced buffers of this domain alone, oldest first. */
 	struct us_list lru;
@@ -278,7 +281,10 @@ struct us_wb {
 	uint64_t bw;	      /* estimated bytes per second */
 	uint64_t bw_stamp_ns; /* last sample */
 	uint64_t bw_cleaned;  /* cleaned at the last sample */
-	uint64_t chk[5];      /* scratch for the checker */
+	uint64_t bw_last;     /* the last sample alone, bytes per second */
+	uint64_t bw_commit;   /* cleaned per second between the backend's last two commits */
+	uint64_t commit_mark, commit_mark_ns; /* cleaned and time at the last commit */
+	uint64_t chk[5];		      /* scratch for the checker */
 };
 
 struct us_backend {
@@ -303,6 +309,7 @@ struct us_backend {
 	uint64_t max_seq;     /* highest seq acknowledged */
 	uint64_t sync_target; /* 0: no sync in flight */
 	uint64_t sync_issued_ns;
+	uint64_t commit_lat_ns; /* commits' latency, running average; 0: none yet */
 	uint64_t commits_busy;
 	uint64_t commit_retry_ns, commit_backoff_ns;
 	uint64_t commit_done_calls, commit_lost_calls;
@@ -514,7 +521,10 @@ void us__obj_backoff(us_object *o);
 /* wb.c: writeback contexts and bandwidth. */
 int us__wb_attach(us_object *o);
 void us__wb_detach(us_object *o);
-void us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now);
+bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now);
+void us__commit_latency(us_backend *bk, uint64_t ns);
+uint64_t us__wb_rate(const struct us_wb *wb);
+void us__pipe_update(us_domain *d);
 
 /* throttle.c */
 /* The thresholds of d now (domain.c). */

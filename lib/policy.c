@@ -11,6 +11,11 @@
  *    background threshold and unstable bytes are at least half of its
  *    writeback context's pinned bytes: flushing alone would not bring the
  *    domain down (the Lustre change: "flush, then sync, force the commit");
+ *  - BACKGROUND, also: the context's unstable bytes reach half of its
+ *    domain's background threshold, whatever the rest: while a commit is
+ *    in flight a fast writer's next batch is acknowledged, so commits run
+ *    back to back (one per commit latency at most, each covering at least
+ *    bg / 2) instead of waiting for the domain to climb past bg again;
  *  - RECLAIM: a charge is waiting for memory in a domain on the chain;
  *  - EXPIRY: the object's unstable data is older than commit_interval;
  * the first two only with US_PARAM_FORCE_COMMIT on (the default).
@@ -75,6 +80,7 @@ void us__commit_retire(us_object *o)
 		if (head->seq <= o->commit_target)
 			return;
 	}
+	us__commit_latency(o->backend, us__now(o->engine) - o->commit_issued_ns);
 	o->commit_target = 0;
 	o->backend->commits_busy--;
 }
@@ -212,6 +218,13 @@ static int commit_reason(us_engine *e, us_object *o, uint64_t now)
 
 			if (why == US_REASON_BACKGROUND || why == US_REASON_THROTTLE)
 				return why;
+		}
+		{
+			uint64_t bg, dirty;
+
+			us__domain_thresholds(wb->domain, &bg, &dirty);
+			if (bg != US_UNLIMITED && 2 * wb->unstable >= bg)
+				return US_REASON_BACKGROUND;
 		}
 	}
 	if (now >= sat_add(o->unstable_since_ns, e->commit_interval_ns))

@@ -109,7 +109,7 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 {
 	struct us_list *bpos, *wpos;
 	uint64_t now, total = 0, next, failed = 0;
-	bool busy = false;
+	bool busy = false, sampled = false;
 	int round, rc = 0;
 
 	if (!e)
@@ -126,8 +126,11 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 		us_backend *bk = us_container_of(bpos, us_backend, link);
 
 		us_list_for_each (wpos, &bk->wbs)
-			us__wb_sample(e, us_container_of(wpos, struct us_wb, bk_link), now);
+			sampled |=
+				us__wb_sample(e, us_container_of(wpos, struct us_wb, bk_link), now);
 	}
+	if (sampled)
+		us__pipe_update(e->root);
 	/*
 	 * Expiry runs on a fixed grid of writeback_interval, whatever the times
 	 * the host polls at: data expires within one interval of its age. The

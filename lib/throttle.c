@@ -44,6 +44,13 @@
  *     0.0 +-------+----------+---*---> pinned
  *      freerun  setpoint         T
  *
+ * T from a ratio has a floor: the commit pipeline (wb.c) of d's subtree,
+ * the bytes its contexts clean per commit latency, times 8, at most L / 2.
+ * Unstable data waits one to two commit latencies when commits run back to
+ * back, so with a 1 GiB limit (T = 205 MiB) and a 50 ms commit, a writer
+ * could not pass about 2 GB/s whatever the backend; the floor gives it the
+ * room (T = 512 MiB there) once the first commits have been timed.
+ *
  * At or above T the writer must wait until pinned is back under T
  * (US_DIRTY_OVER_LIMIT, us_object_balance() returning -EAGAIN); the domain
  * is marked throttled and the poller writes its data back with reason
@@ -137,9 +144,18 @@ static struct level eval(us_domain *d, struct throttle *t)
 		p = eval(d->parent, t);
 	l.headroom = min64(room, p.headroom);
 	max_eff = l.headroom == US_UNLIMITED ? US_UNLIMITED : d->c.charged + l.headroom;
-	l.bg = min64(d->bg_bytes ? d->bg_bytes : ratio_of(max_eff, d->bg_ratio), p.bg);
-	l.dirty =
-		min64(d->dirty_bytes ? d->dirty_bytes : ratio_of(max_eff, d->dirty_ratio), p.dirty);
+	l.bg = d->bg_bytes ? d->bg_bytes : ratio_of(max_eff, d->bg_ratio);
+	l.dirty = d->dirty_bytes ? d->dirty_bytes : ratio_of(max_eff, d->dirty_ratio);
+	if (max_eff != US_UNLIMITED && d->pipe_bytes) {
+		/* Room for the commit pipeline (wb.c): ratios are raised to
+		 * 4 pipe_bytes, at most half of L; bytes are kept as set. */
+		uint64_t floor = d->pipe_bytes > max_eff / 16 ? max_eff / 2 : 8 * d->pipe_bytes;
+
+		if (!d->dirty_bytes && l.dirty < floor)
+			l.dirty = floor;
+	}
+	l.bg = min64(l.bg, p.bg);
+	l.dirty = min64(l.dirty, p.dirty);
 	if (l.bg >= l.dirty)
 		l.bg = l.dirty / 2;
 	if (!t || l.dirty == US_UNLIMITED)
@@ -294,7 +310,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 {
 	struct throttle t = THROTTLE_INIT;
 	us_engine *e = o->engine;
-	uint64_t bw = o->wb->bw, pause;
+	uint64_t bw = us__wb_rate(o->wb), pause;
 
 	t.wb = o->wb;
 	eval(o->domain, &t);

@@ -19,6 +19,11 @@
  * context had nothing in flight and cleaned nothing says nothing about the
  * backend and is skipped: an idle context keeps its estimate.
  *
+ * The throttle and the commit pipeline (us__pipe_update) use the fastest of
+ * the average, the last sample and the rate between the backend's last two
+ * commits (us__wb_rate): a writer speeding up is not held to the average of
+ * slower times, and a commit every 50 ms gives a sample every 50 ms.
+ *
  * Worked example: bw = 100 MiB/s, a 200 ms sample in which 30 MiB were
  * cleaned (150 MiB/s): bw' = (100 * 2.8 + 150 * 0.2) / 3 = 103.3 MiB/s.
  */
@@ -48,6 +53,7 @@ int us__wb_attach(us_object *o)
 	us_list_add_tail(&o->domain->wbs, &wb->dom_link);
 	wb->bw = e->init_bw;
 	wb->bw_stamp_ns = us__now(e);
+	wb->commit_mark_ns = wb->bw_stamp_ns;
 	wb->nobjects = 1;
 	o->wb = wb;
 	return 0;
@@ -66,20 +72,21 @@ void us__wb_detach(us_object *o)
 	us__meta_free(o->engine, wb, sizeof(*wb));
 }
 
-void us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
+bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
 {
 	uint64_t elapsed, delta;
 	double sample, bw;
 
 	if (now < wb->bw_stamp_ns + e->bw_interval_ns)
-		return;
+		return false;
 	elapsed = now - wb->bw_stamp_ns;
 	delta = wb->cleaned - wb->bw_cleaned;
 	wb->bw_stamp_ns = now;
 	wb->bw_cleaned = wb->cleaned;
 	if (delta == 0 && wb->writeback == 0 && wb->unstable == 0)
-		return; /* idle: nothing learnt */
+		return true; /* idle: nothing learnt */
 	sample = (double)delta * 1e9 / (double)elapsed;
+	wb->bw_last = sample < 1.0 ? 1 : (uint64_t)sample;
 	if (elapsed >= e->bw_period_ns)
 		bw = sample;
 	else
@@ -88,6 +95,67 @@ void us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
 		     (double)e->bw_period_ns;
 	/* Never 0: a stalled backend is slow, not infinitely slow. */
 	wb->bw = bw < 1.0 ? 1 : (uint64_t)bw;
+	return true;
+}
+
+/*
+ * The clean-out rate the throttle and the pipeline use: the running average,
+ * unless the last sample or the last commit saw the context clean faster (a
+ * writer ramping up must not be held to the average of slower times).
+ */
+uint64_t us__wb_rate(const struct us_wb *wb)
+{
+	uint64_t bw = wb->bw > wb->bw_last ? wb->bw : wb->bw_last;
+
+	return bw > wb->bw_commit ? bw : wb->bw_commit;
+}
+
+void us__commit_latency(us_backend *bk, uint64_t ns)
+{
+	uint64_t now = us__now(bk->engine);
+	struct us_list *pos;
+
+	bk->commit_lat_ns = bk->commit_lat_ns ? (3 * bk->commit_lat_ns + ns) / 4 : ns;
+	/* What each context cleaned since the backend's last commit: a rate
+	 * sample per commit, much sooner than bw_interval on a fast backend. */
+	us_list_for_each (pos, &bk->wbs) {
+		struct us_wb *wb = us_container_of(pos, struct us_wb, bk_link);
+
+		if (now > wb->commit_mark_ns)
+			wb->bw_commit = (uint64_t)((double)(wb->cleaned - wb->commit_mark) * 1e9 /
+						   (double)(now - wb->commit_mark_ns));
+		wb->commit_mark = wb->cleaned;
+		wb->commit_mark_ns = now;
+	}
+	us__pipe_update(bk->engine->root);
+}
+
+/*
+ * The bytes d's subtree holds in its commit pipelines: for each writeback
+ * context, the faster of its bandwidth estimate and its last sample, times
+ * its backend's commit latency. Data written at rate r stays unstable for
+ * one to two commit latencies C when commits run back to back, so a
+ * threshold below about 2 r C stops the writers whatever the backend's
+ * speed; throttle.c raises ratio thresholds to keep room for it.
+ */
+void us__pipe_update(us_domain *d)
+{
+	struct us_list *pos;
+	double pipe = 0;
+
+	us_list_for_each (pos, &d->wbs) {
+		const struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
+		uint64_t bw = us__wb_rate(wb);
+
+		pipe += (double)bw * (double)wb->backend->commit_lat_ns / 1e9;
+	}
+	us_list_for_each (pos, &d->children) {
+		us_domain *c = us_container_of(pos, us_domain, sibling);
+
+		us__pipe_update(c);
+		pipe += (double)c->pipe_bytes;
+	}
+	d->pipe_bytes = pipe >= 1.8e19 ? UINT64_MAX : (uint64_t)pipe;
 }
 
 uint64_t us_object_bandwidth(const us_object *o)

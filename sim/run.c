@@ -281,7 +281,10 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		goto out;
 	}
 	s.e = e;
-	if (us_engine_set_param(e, US_PARAM_FORCE_COMMIT, c->policy == SIM_POLICY_UNSTABLE) ||
+	/* The client knows its link's speed: the engine's first estimate of
+	 * the clean-out rate, before it has measured anything (all policies). */
+	if (us_engine_set_param(e, US_PARAM_INIT_BW, c->backend.bw) ||
+	    us_engine_set_param(e, US_PARAM_FORCE_COMMIT, c->policy == SIM_POLICY_UNSTABLE) ||
 	    us_engine_set_param(e, US_PARAM_MAX_FLUSH_BYTES, c->backend.rpc) ||
 	    us_backend_create(e, &ops, &s, &s.bk) ||
 	    us_backend_set_max_inflight(s.bk, c->backend.rpcs * c->backend.rpc)) {
@@ -387,13 +390,14 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			bs = cw->bytes - x->off < cw->bs ? cw->bytes - x->off : cw->bs;
 			g = us_buf_get(x->o, x->off, bs, US_GET_NODATA | US_GET_NOWAIT, &b);
 			if (g == -EAGAIN) {
+				/* Waiting for memory: the whole wait is one pause. */
+				if (!x->blocked) {
+					x->blocked = true;
+					x->blocked_since = now;
+				}
 				if (c->policy == SIM_POLICY_NAIVE) {
 					/* Full: flush everything, commit, wait; and
 					 * again at each retry. */
-					if (!x->blocked) {
-						x->blocked = true;
-						x->blocked_since = now;
-					}
 					us_object_flush(x->o, 0, UINT64_MAX, 0);
 					us_object_commit(x->o);
 				}
@@ -489,8 +493,9 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 				wr->lost_bytes += c->wr[i].bs;
 		wr->throughput = wr->done_ns ? (double)wr->bytes / ((double)wr->done_ns / SEC) : 0;
 		wr->ceiling = c->wr[i].rate ? c->wr[i].rate : SIM_COPY_RATE;
-		if (c->backend.bw < wr->ceiling)
-			wr->ceiling = c->backend.bw;
+		/* Writers share the backend: each may expect an equal share. */
+		if (c->backend.bw / (uint64_t)c->nwr < wr->ceiling)
+			wr->ceiling = c->backend.bw / (uint64_t)c->nwr;
 		wr->ratio = wr->throughput / (double)wr->ceiling;
 	}
 	{

@@ -61,7 +61,7 @@ struct sim_config {
 
 struct sim_writer_result {
 	uint64_t bytes, done_ns, enomem, max_pause_ns, p99_pause_ns, lost_bytes;
-	uint64_t ceiling;	  /* min(backend bw, the writer's own speed) */
+	uint64_t ceiling;	  /* min(its share of the backend bw, its own speed) */
 	double throughput, ratio; /* ratio = throughput / ceiling */
 };
 

@@ -279,7 +279,13 @@ US_EXPORT us_domain *us_domain_parent(const us_domain *d);
  * set either in bytes or as a ratio in percent of the domain's effective
  * limit; setting one form clears the other, as vm.dirty_bytes and
  * vm.dirty_ratio do. Defaults: max and high unlimited, background 10 %,
- * dirty 20 % (Linux's defaults).
+ * dirty 20 % (Linux's defaults). A dirty threshold set as a ratio is raised,
+ * when the domain's commit pipeline needs more room, to 8 times the bytes
+ * its writeback contexts clean per commit latency (measured), at most half
+ * of the effective limit: data stays unstable for one to two commit
+ * latencies, so a smaller threshold would hold writers to a fraction of the
+ * backend's speed whatever that speed is. Thresholds set in bytes are kept
+ * as set.
  */
 enum us_limit {
 	US_LIMIT_MAX = 0, /* hard limit on charged bytes, never crossed */
@@ -314,10 +320,12 @@ US_EXPORT int us_domain_get_limit(const us_domain *d, enum us_limit which, uint6
 /*
  * The limits in force for a domain now, bounded by its ancestors.
  *   max_bytes       min(own max, for each ancestor A: charged + A's headroom)
- *   high_bytes      the same bound applied to high *   bg_thresh_bytes background threshold, from bytes or ratio of max_bytes,
+ *   high_bytes      the same bound applied to high
+ *   bg_thresh_bytes background threshold, from bytes or ratio of max_bytes,
  *                   and no higher than any ancestor's; halved when at or
  *                   above the dirty threshold (as Linux does)
- *   dirty_thresh_bytes likewise for the dirty limit
+ *   dirty_thresh_bytes likewise for the dirty limit; from a ratio, raised
+ *                   to the commit pipeline's floor (see Limits above)
  */
 struct us_domain_limits {
 	size_t size;
