@@ -113,8 +113,10 @@ static void json_run(const struct sim_config *c, const struct sim_result *r)
  * The seeds' servers: Lustre OSTs that take 10.4 GB/s in all (dd's GB are
  * 10^9 bytes: the 8 writers of table 3 reach 1.3 GB/s each), from writers
  * that copy at most 2.2 GB/s each (one dd of table 1), 8 RPCs of 4 MiB, a
- * commit every 5 s or when the journal (1 GiB here) fills or the client
- * syncs, 50 ms each.
+ * commit every 5 s or when the journals (16 GiB in all: say 16 OSTs of 1
+ * GiB each) fill or the client syncs, 50 ms each. Left alone, such a server
+ * commits every 5 s, which is what left the unpatched client's memcg full
+ * of unstable pages: 5 s of a 2.2 GB/s dd is more than a 1G or 4G limit.
  */
 #define LUSTRE_DD_RATE 2200000000ull
 
@@ -127,7 +129,7 @@ static void lustre_backend(struct sim_config *c)
 	c->backend.rpc = 4 << 20;
 	c->backend.commit_interval = 5000000000ull;
 	c->backend.commit_lat = 50000000;
-	c->backend.journal = GIB;
+	c->backend.journal = 16 * GIB;
 }
 
 static int one_dd(const char *scenario, enum sim_policy pol, bool json,
