@@ -45,7 +45,7 @@
  *      freerun  setpoint         T
  *
  * T from a ratio has a floor: the commit pipeline (wb.c) of d's subtree,
- * the bytes its contexts clean per commit latency, times 8, at most L / 2.
+ * the bytes its contexts clean per commit latency, times 4, at most L / 2.
  * Unstable data waits one to two commit latencies when commits run back to
  * back, so with a 1 GiB limit (T = 205 MiB) and a 50 ms commit, a writer
  * could not pass about 2 GB/s whatever the backend; the floor gives it the
@@ -149,7 +149,7 @@ static struct level eval(us_domain *d, struct throttle *t)
 	if (max_eff != US_UNLIMITED && d->pipe_bytes) {
 		/* Room for the commit pipeline (wb.c): ratios are raised to
 		 * 4 pipe_bytes, at most half of L; bytes are kept as set. */
-		uint64_t floor = d->pipe_bytes > max_eff / 16 ? max_eff / 2 : 8 * d->pipe_bytes;
+		uint64_t floor = d->pipe_bytes > max_eff / 8 ? max_eff / 2 : 4 * d->pipe_bytes;
 
 		if (!d->dirty_bytes && l.dirty < floor)
 			l.dirty = floor;
@@ -310,7 +310,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 {
 	struct throttle t = THROTTLE_INIT;
 	us_engine *e = o->engine;
-	uint64_t bw = us__wb_rate(o->wb), pause;
+	uint64_t bw = o->wb->bw, pause;
 
 	t.wb = o->wb;
 	eval(o->domain, &t);

@@ -155,6 +155,10 @@ void us__pipe_update(us_domain *d)
 		us__pipe_update(c);
 		pipe += (double)c->pipe_bytes;
 	}
+	/* Up at once, down by an eighth of the difference per update: a
+	 * threshold that dropped under the writers' feet would stop them. */
+	if (pipe < (double)d->pipe_bytes)
+		pipe = (double)d->pipe_bytes - ((double)d->pipe_bytes - pipe) / 8;
 	d->pipe_bytes = pipe >= 1.8e19 ? UINT64_MAX : (uint64_t)pipe;
 }
 

@@ -280,7 +280,7 @@ US_EXPORT us_domain *us_domain_parent(const us_domain *d);
  * limit; setting one form clears the other, as vm.dirty_bytes and
  * vm.dirty_ratio do. Defaults: max and high unlimited, background 10 %,
  * dirty 20 % (Linux's defaults). A dirty threshold set as a ratio is raised,
- * when the domain's commit pipeline needs more room, to 8 times the bytes
+ * when the domain's commit pipeline needs more room, to 4 times the bytes
  * its writeback contexts clean per commit latency (measured), at most half
  * of the effective limit: data stays unstable for one to two commit
  * latencies, so a smaller threshold would hold writers to a fraction of the
