@@ -10,10 +10,12 @@
  *        commit-interval=TIME,commit-lat=TIME,journal=SIZE]
  *     [--domain NAME[,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%]
  *        [,dirty=SIZE|PCT%]]... [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME]]...
- *     [--seed N]
+ *     [--seed N] [--trace FILE.csv] [--realtime [--backend file:PATH]]
  *
  * Sizes take K/M/G/T (powers of 1024), rates SIZE/s, times ns/us/ms/s. Bad
- * arguments print a message and exit 2.
+ * arguments print a message and exit 2. --realtime runs the same scenario
+ * with real threads and memory (realtime.c) against the simulated server in
+ * real time or a file.
  */
 #include "sim.h"
 
@@ -32,10 +34,33 @@ static const char *usage =
 	"     commit-lat=TIME,journal=SIZE]\n"
 	"  [--domain NAME[,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%][,dirty=SIZE|PCT%]]...\n"
 	"  [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE]]... [--seed N]\n"
-	"  [--trace FILE.csv]\n"
+	"  [--trace FILE.csv] [--realtime [--backend file:PATH]]\n"
 	"scenarios: lustre-1 (dd of 128G..1T through 512G), lustre-2 (one dd at 2x, 1x, 0.5x\n"
 	"  memcg limits of 1G..64G), lustre-3 (8 memcgs of 8G, 16G each), lustre-4 (a limited\n"
-	"  dd beside an unlimited one), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all)\n";
+	"  dd beside an unlimited one), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all)\n"
+	"--realtime: the same run with real threads, real payload memory and real time, against\n"
+	"  the simulated server, or with --backend file:PATH a file (pwrite as flush, O_DIRECT\n"
+	"  when the filesystem takes it, fdatasync as commit; rpcs= and rpc= of --backend still\n"
+	"  apply). Reports peak RSS beside peak charged. It runs --scenario memcg and custom\n"
+	"  --domain/--writer runs whose payload fits in half of the memory; the Lustre scenarios\n"
+	"  (hundreds of GiB) and --trace are virtual time only.\n";
+
+/* How a run is made: in virtual time, or in real time against the simulated
+ * server (file NULL) or a file. */
+struct mode {
+	bool realtime;
+	const char *file;
+};
+
+static const struct mode virtual_time = { false, NULL };
+
+static int run(const struct sim_config *c, const struct mode *m, struct sim_result *r, char *err,
+	       size_t len)
+{
+	if (m->realtime)
+		return sim_run_realtime(c, m->file, r, err, len);
+	return sim_run(c, r, err, len);
+}
 
 static const char *policy_name(enum sim_policy p)
 {
@@ -72,7 +97,7 @@ static int bad(const char *msg)
 	return 2;
 }
 
-static void json_run(const struct sim_config *c, const struct sim_result *r)
+static void json_run(const struct sim_config *c, const struct sim_result *r, const struct mode *m)
 {
 	const char *pol = policy_name(c->policy);
 	int i;
@@ -103,9 +128,25 @@ static void json_run(const struct sim_config *c, const struct sim_result *r)
 		       (unsigned long long)r->dom[i].flushes);
 	printf("{\"kind\":\"summary\",\"scenario\":\"%s\",\"policy\":\"%s\",\"jain\":%.4f,"
 	       "\"wall_seconds\":%.3f,\"virtual_seconds\":%.3f,\"commits_asked\":%llu,"
-	       "\"server_commits\":%llu}\n",
+	       "\"server_commits\":%llu",
 	       c->scenario, pol, r->jain, r->wall_seconds, (double)r->end_ns / 1e9,
 	       (unsigned long long)r->commits_asked, (unsigned long long)r->server_commits);
+	/* In real time virtual_seconds is the writers' real time. */
+	if (m->realtime) {
+		printf(",\"mode\":\"realtime\",\"backend\":\"%s\",\"peak_rss\":%llu,"
+		       "\"peak_charged_total\":%llu",
+		       m->file ? "file" : "sim", (unsigned long long)r->peak_rss,
+		       (unsigned long long)r->peak_charged);
+		if (m->file)
+			printf(",\"o_direct\":\"%s\",\"file_bytes\":%llu,\"direct_bytes\":%llu,"
+			       "\"io\":\"%s\"",
+			       !r->direct_bytes			? "none" :
+			       r->direct_bytes == r->file_bytes ? "all" :
+								  "partly",
+			       (unsigned long long)r->file_bytes,
+			       (unsigned long long)r->direct_bytes, r->io_note);
+	}
+	printf("}\n");
 	fflush(stdout);
 }
 
@@ -132,7 +173,7 @@ static void lustre_backend(struct sim_config *c)
 	c->backend.journal = 16 * GIB;
 }
 
-static int one_dd(const char *scenario, enum sim_policy pol, bool json,
+static int one_dd(const char *scenario, enum sim_policy pol, bool json, const struct mode *m,
 		  void (*backend)(struct sim_config *), const char *name, uint64_t max,
 		  uint64_t bytes, uint64_t bs, struct sim_result *r, uint64_t *bw);
 
@@ -157,8 +198,9 @@ static int lustre2(enum sim_policy pol, bool json)
 
 			snprintf(name, sizeof(name), "memcg-%uG-%gx", limits[l], times[t]);
 			progress("lustre-2: %s, %u G", rows[t], limits[l]);
-			if (one_dd("lustre-2", pol, json, lustre_backend, name, limits[l] * GIB,
-				   (uint64_t)(limits[l] * GIB * times[t]), 1 << 20, &r, &bw))
+			if (one_dd("lustre-2", pol, json, &virtual_time, lustre_backend, name,
+				   limits[l] * GIB, (uint64_t)(limits[l] * GIB * times[t]), 1 << 20,
+				   &r, &bw))
 				return 1;
 			ours[t][l] = r.wr[0].throughput / 1e9;
 			enomem[t][l] = r.wr[0].enomem;
@@ -193,7 +235,7 @@ static int lustre2(enum sim_policy pol, bool json)
 }
 
 /* One writer of bytes through one domain (or the root when max is 0). */
-static int one_dd(const char *scenario, enum sim_policy pol, bool json,
+static int one_dd(const char *scenario, enum sim_policy pol, bool json, const struct mode *m,
 		  void (*backend)(struct sim_config *), const char *name, uint64_t max,
 		  uint64_t bytes, uint64_t bs, struct sim_result *r, uint64_t *bw)
 {
@@ -214,12 +256,12 @@ static int one_dd(const char *scenario, enum sim_policy pol, bool json,
 	c.wr[0].bytes = bytes;
 	c.wr[0].rate = backend == lustre_backend ? LUSTRE_DD_RATE : 0;
 	c.nwr = 1;
-	if (sim_run(&c, r, err, sizeof(err))) {
+	if (run(&c, m, r, err, sizeof(err))) {
 		fprintf(stderr, "unstable-sim: %s\n", err);
 		return 1;
 	}
 	if (json)
-		json_run(&c, r);
+		json_run(&c, r, m);
 	*bw = c.backend.bw;
 	return 0;
 }
@@ -247,8 +289,8 @@ static int lustre1(enum sim_policy pol, bool json)
 
 	for (i = 0; i < 4; i++)
 		if (progress("lustre-1: %uG", sizes[i]),
-		    one_dd("lustre-1", pol, json, lustre_backend, "client", 0, sizes[i] * GIB,
-			   1 << 20, &r, &bw))
+		    one_dd("lustre-1", pol, json, &virtual_time, lustre_backend, "client", 0,
+			   sizes[i] * GIB, 1 << 20, &r, &bw))
 			return 1;
 		else
 			cell(buf[i], sizeof(buf[i]), &r, 1e9);
@@ -296,7 +338,7 @@ static int lustre3(enum sim_policy pol, bool json)
 	}
 	progress_done();
 	if (json) {
-		json_run(&c, &r);
+		json_run(&c, &r, &virtual_time);
 		return 0;
 	}
 	printf("\nLustre table 3 (policy %s): 8 memcgs of 8G, a dd of 16G in each\n",
@@ -364,7 +406,7 @@ static int lustre4(enum sim_policy pol, bool json)
 			return 1;
 		}
 		if (json)
-			json_run(&c, &r);
+			json_run(&c, &r, &virtual_time);
 		if (pass < 0) {
 			solo = r.wr[0].throughput;
 			continue;
@@ -411,13 +453,13 @@ static void ext3_backend(struct sim_config *c)
 }
 
 /* Linux memcg: dd of 1000 MiB under 5M, 60M, 300M and 2G limits (ext3). */
-static int memcg(enum sim_policy pol, bool json)
+static int memcg(enum sim_policy pol, bool json, const struct mode *m)
 {
 	static const uint64_t limits[] = { 5ull << 20, 60ull << 20, 300ull << 20, 2 * GIB };
 	static const char *names[] = { "5M", "60M", "300M", "2G" };
 	static const double seed[] = { 37.5, 34.6, 42.7, 312 };
 	struct sim_result r;
-	char buf[4][32];
+	char buf[4][32], charged[4][16], rss[4][16], note[sizeof(r.io_note)] = "";
 	uint64_t bw;
 	int i;
 
@@ -425,11 +467,16 @@ static int memcg(enum sim_policy pol, bool json)
 		/* 64 KiB buffers: the kernel dirties pages, not dd's 1 MiB blocks,
 		 * and a 5M limit holds a single 1 MiB block of dirty data. */
 		if (progress("memcg: %s", names[i]),
-		    one_dd("memcg", pol, json, ext3_backend, names[i], limits[i], 1048576000ull,
+		    one_dd("memcg", pol, json, m, ext3_backend, names[i], limits[i], 1048576000ull,
 			   64 << 10, &r, &bw))
 			return 1;
-		else
+		else {
 			cell(buf[i], sizeof(buf[i]), &r, 1e6);
+			snprintf(charged[i], sizeof(charged[i]), "%.1f",
+				 (double)r.dom[0].peak_charged / (1 << 20));
+			snprintf(rss[i], sizeof(rss[i]), "%.1f", (double)r.peak_rss / (1 << 20));
+			snprintf(note, sizeof(note), "%s", r.io_note);
+		}
 	progress_done();
 	if (json)
 		return 0;
@@ -440,8 +487,21 @@ static int memcg(enum sim_policy pol, bool json)
 	printf("%-16s %8.1f %8.1f %8.1f %8.1f\n", "seed patched", seed[0], seed[1], seed[2],
 	       seed[3]);
 	printf("%-16s %8s %8s %8s %8s\n", "ours", buf[0], buf[1], buf[2], buf[3]);
-	printf("(backend 40 MB/s; ours: dd's own rate, virtual time; a 2G limit holds the whole "
-	       "copy in memory)\n");
+	if (!m->realtime) {
+		printf("(backend 40 MB/s; ours: dd's own rate, virtual time; a 2G limit holds the "
+		       "whole copy in memory)\n");
+		return 0;
+	}
+	printf("%-16s %8s %8s %8s %8s\n", "peak charged MiB", charged[0], charged[1], charged[2],
+	       charged[3]);
+	printf("%-16s %8s %8s %8s %8s\n", "peak RSS MiB", rss[0], rss[1], rss[2], rss[3]);
+	if (m->file)
+		printf("(real time, file %s: %s; ours: dd's own rate; a 2G limit holds the whole "
+		       "copy in memory)\n",
+		       m->file, note);
+	else
+		printf("(real time, simulated server of 40 MB/s; ours: dd's own rate; a 2G limit "
+		       "holds the whole copy in memory)\n");
 	return 0;
 }
 
@@ -456,11 +516,13 @@ int main(int argc, char **argv)
 						  { "writer", required_argument, NULL, 'w' },
 						  { "seed", required_argument, NULL, 'r' },
 						  { "trace", required_argument, NULL, 't' },
+						  { "realtime", no_argument, NULL, 'R' },
 						  { "help", no_argument, NULL, 'h' },
 						  { NULL, 0, NULL, 0 } };
 	struct sim_config c;
 	struct sim_result r;
 	const char *scenario = NULL;
+	struct mode m = { false, NULL };
 	bool json = false;
 	char err[256];
 	int opt, i;
@@ -489,8 +551,12 @@ int main(int argc, char **argv)
 				return bad(c.memory ? err : "--memory must not be 0");
 			break;
 		case 'b':
-			if (!strncmp(optarg, "file:", 5))
-				return bad("--backend file: (real time) is not built yet");
+			if (!strncmp(optarg, "file:", 5)) {
+				if (!optarg[5])
+					return bad("--backend file:PATH needs a path");
+				m.file = optarg + 5;
+				break;
+			}
 			if (sim_parse_backend(optarg, &c.backend, err, sizeof(err)))
 				return bad(err);
 			break;
@@ -513,6 +579,9 @@ int main(int argc, char **argv)
 		case 't':
 			c.trace = optarg;
 			break;
+		case 'R':
+			m.realtime = true;
+			break;
 		case 'h':
 			printf("%s", usage);
 			return 0;
@@ -522,6 +591,13 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		return bad("unexpected argument");
+	if (m.file && !m.realtime)
+		return bad("--backend file:PATH runs in real time: add --realtime");
+	if (m.realtime && c.trace)
+		return bad("--trace is for virtual time only, not with --realtime");
+	if (m.realtime && scenario && strcmp(scenario, "memcg"))
+		return bad("--realtime runs --scenario memcg or custom --domain/--writer runs; "
+			   "the Lustre scenarios move hundreds of GiB: run them in virtual time");
 	if (scenario) {
 		if (c.nwr || c.ndom || c.trace)
 			return bad("--scenario does not take --domain, --writer or --trace");
@@ -534,21 +610,23 @@ int main(int argc, char **argv)
 		if (!strcmp(scenario, "lustre-4"))
 			return lustre4(c.policy, json);
 		if (!strcmp(scenario, "memcg"))
-			return memcg(c.policy, json);
+			return memcg(c.policy, json, &m);
 		if (!strcmp(scenario, "seeds"))
 			return lustre1(c.policy, json) || lustre2(c.policy, json) ||
 			       lustre3(c.policy, json) || lustre4(c.policy, json) ||
-			       memcg(c.policy, json);
+			       memcg(c.policy, json, &virtual_time);
 		return bad("unknown scenario (lustre-1 .. lustre-4, memcg, seeds)");
 	}
 	if (!c.nwr)
 		return bad("nothing to run: give --scenario, or --domain and --writer");
-	if (sim_run(&c, &r, err, sizeof(err))) {
+	if (m.realtime && sim_realtime_check(&c, err, sizeof(err)))
+		return bad(err);
+	if (run(&c, &m, &r, err, sizeof(err))) {
 		fprintf(stderr, "unstable-sim: %s\n", err);
 		return 1;
 	}
 	if (json) {
-		json_run(&c, &r);
+		json_run(&c, &r, &m);
 		return 0;
 	}
 	for (i = 0; i < c.nwr; i++)
@@ -559,8 +637,21 @@ int main(int argc, char **argv)
 		       (unsigned long long)r.dom[c.wr[i].domain].peak_charged,
 		       (unsigned long long)r.wr[i].enomem, (double)r.wr[i].max_pause_ns / 1e6,
 		       (double)r.wr[i].p99_pause_ns / 1e6, (unsigned long long)r.wr[i].lost_bytes);
-	printf("Jain index %.4f; %llu commits asked, %llu server commits; %.2f s of CPU\n", r.jain,
+	if (m.realtime) {
+		uint64_t bytes = 0;
+
+		for (i = 0; i < c.nwr; i++)
+			bytes += r.wr[i].bytes;
+		printf("real time, %s: %.1f MiB/s in all; peak RSS %.1f MiB beside peak charged "
+		       "%.1f MiB\n",
+		       m.file ? "file backend" : "simulated server",
+		       r.end_ns ? (double)bytes / (1 << 20) / ((double)r.end_ns / 1e9) : 0,
+		       (double)r.peak_rss / (1 << 20), (double)r.peak_charged / (1 << 20));
+		if (m.file)
+			printf("file %s: %s\n", m.file, r.io_note);
+	}
+	printf("Jain index %.4f; %llu commits asked, %llu server commits; %.2f s %s\n", r.jain,
 	       (unsigned long long)r.commits_asked, (unsigned long long)r.server_commits,
-	       r.wall_seconds);
+	       r.wall_seconds, m.realtime ? "in all" : "of CPU");
 	return 0;
 }

@@ -239,6 +239,37 @@ static void record_pause(struct wstate *w, uint64_t p)
 	w->pauses[w->npauses++] = p;
 }
 
+/* The config's domains, with their limits; the same in both modes. */
+int sim_domains_create(us_engine *e, const struct sim_config *c, us_domain **dom, char *err,
+		       size_t len)
+{
+	int i;
+
+	for (i = 0; i < c->ndom; i++) {
+		const struct sim_domain *d = &c->dom[i];
+		us_domain *p = d->parent >= 0 ? dom[d->parent] : NULL;
+
+		if (us_domain_create(e, p, d->name, 0, &dom[i]) ||
+		    /* naive: no curve, no background writeback */
+		    (c->policy == SIM_POLICY_NAIVE &&
+		     (us_domain_set_limit(dom[i], US_LIMIT_DIRTY_RATIO, 100) ||
+		      us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_RATIO, 99))) ||
+		    (d->max != UINT64_MAX && us_domain_set_limit(dom[i], US_LIMIT_MAX, d->max)) ||
+		    (d->high != UINT64_MAX &&
+		     us_domain_set_limit(dom[i], US_LIMIT_HIGH, d->high)) ||
+		    (d->bg && us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_BYTES, d->bg)) ||
+		    (d->bg_pct &&
+		     us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_RATIO, d->bg_pct)) ||
+		    (d->dirty && us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BYTES, d->dirty)) ||
+		    (d->dirty_pct &&
+		     us_domain_set_limit(dom[i], US_LIMIT_DIRTY_RATIO, d->dirty_pct))) {
+			snprintf(err, len, "domain %s: the engine refused its limits", d->name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 #define FAIL(...) (snprintf(err, len, __VA_ARGS__), rc = -1)
 
 int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t len)
@@ -291,27 +322,9 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		FAIL("cannot set up the backend");
 		goto out;
 	}
-	for (i = 0; i < c->ndom; i++) {
-		const struct sim_domain *d = &c->dom[i];
-		us_domain *p = d->parent >= 0 ? dom[d->parent] : NULL;
-
-		if (us_domain_create(e, p, d->name, 0, &dom[i]) ||
-		    /* naive: no curve, no background writeback */
-		    (c->policy == SIM_POLICY_NAIVE &&
-		     (us_domain_set_limit(dom[i], US_LIMIT_DIRTY_RATIO, 100) ||
-		      us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_RATIO, 99))) ||
-		    (d->max != UINT64_MAX && us_domain_set_limit(dom[i], US_LIMIT_MAX, d->max)) ||
-		    (d->high != UINT64_MAX &&
-		     us_domain_set_limit(dom[i], US_LIMIT_HIGH, d->high)) ||
-		    (d->bg && us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_BYTES, d->bg)) ||
-		    (d->bg_pct &&
-		     us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_RATIO, d->bg_pct)) ||
-		    (d->dirty && us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BYTES, d->dirty)) ||
-		    (d->dirty_pct &&
-		     us_domain_set_limit(dom[i], US_LIMIT_DIRTY_RATIO, d->dirty_pct))) {
-			FAIL("domain %s: the engine refused its limits", d->name);
-			goto out;
-		}
+	if (sim_domains_create(e, c, dom, err, len)) {
+		rc = -1;
+		goto out;
 	}
 	for (i = 0; i < c->nwr; i++) {
 		w[i].nblocks = (c->wr[i].bytes + c->wr[i].bs - 1) / c->wr[i].bs;

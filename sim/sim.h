@@ -1,6 +1,7 @@
 /*
  * unstable-sim: the engine against a simulated server and dd-like writers,
- * in virtual time (DESIGN §9; issue 5).
+ * in virtual time (run.c), or in real time with real threads and memory
+ * against the simulated server or a file (realtime.c) (DESIGN §9; issue 5).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -10,6 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <unstable/unstable.h>
 
 #define SIM_MAX_DOMAINS 64
 #define SIM_COPY_RATE	(8ull << 30) /* a writer's own copying, bytes per second */
@@ -75,6 +78,12 @@ struct sim_result {
 	struct sim_domain_result dom[SIM_MAX_DOMAINS];
 	uint64_t end_ns, server_commits, commits_asked;
 	double jain, wall_seconds;
+	/* Real time only (sim_run_realtime()). */
+	uint64_t peak_rss;     /* VmHWM of the process during the run, bytes */
+	uint64_t peak_charged; /* the root domain's: every payload byte charged */
+	uint64_t file_bytes;   /* file backend: bytes written to the file */
+	uint64_t direct_bytes; /* ... of which with O_DIRECT */
+	char io_note[160];     /* file backend: how it wrote (O_DIRECT or why not) */
 };
 
 /* Parsing (args.c). Each returns 0, or -1 with a message in err. */
@@ -88,5 +97,25 @@ void sim_config_init(struct sim_config *c);
 
 /* The simulation (run.c): 0, or -1 with a message (setup failed). */
 int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t len);
+
+/* Creates the config's domains with their limits (run.c; both modes). */
+int sim_domains_create(us_engine *e, const struct sim_config *c, us_domain **dom, char *err,
+		       size_t len);
+
+/*
+ * The same scenario in real time (realtime.c): the engine in threaded mode
+ * on CLOCK_MONOTONIC, one thread per writer with payloads from the engine,
+ * against the simulated server run by a thread (file_path NULL) or a file
+ * (pwrite as flush, fdatasync as commit). 0, or -1 with a message.
+ */
+int sim_run_realtime(const struct sim_config *c, const char *file_path, struct sim_result *r,
+		     char *err, size_t len);
+
+/*
+ * Whether c can run in real time on this machine: the payload it may hold
+ * (each writer's bytes, bounded by its domains' max and by --memory) must
+ * fit in half of the physical memory. 0, or -1 with a message.
+ */
+int sim_realtime_check(const struct sim_config *c, char *err, size_t len);
 
 #endif

@@ -45,5 +45,33 @@ if ! head -1 "$trace" | grep -q '^time_s,kind,name,dirty,writeback,unstable' ||
 fi
 rm -f "$trace"
 expect 2 --scenario lustre-2 --trace /tmp/x.csv
+# --realtime and --backend file:PATH: what they refuse, and a short run each.
+expect 2 --backend file:/tmp/x --domain a,max=8M --writer a,bytes=8M
+expect 2 --realtime --backend file: --domain a,max=8M --writer a,bytes=8M
+expect 2 --realtime --scenario lustre-1
+expect 2 --realtime --scenario seeds
+expect 2 --realtime --domain a,max=8M --writer a,bytes=8M --trace /tmp/x.csv
+expect 2 --realtime --domain a --writer a,bytes=1T
+expect 2 --realtime
+rt=--backend=bw=400M/s,lat=1ms,rpcs=8,rpc=1M,commit-interval=1s,commit-lat=2ms,journal=1G
+out=$("$sim" --realtime --json "$rt" --domain a,max=8M --writer a,bytes=32M,bs=256K) || out="exit $?: $out"
+case $out in
+*'"kind":"writer"'*'"enomem":0'*'"lost_bytes":0'*'"mode":"realtime","backend":"sim","peak_rss":'*) ;;
+*)
+	echo "FAIL: --realtime --json output: $out"
+	fail=1
+	;;
+esac
+dir=$(mktemp -d)
+out=$("$sim" --realtime "$rt" --backend "file:$dir/data" --domain a,max=8M \
+	--writer a,bytes=32M,bs=256K) || out="exit $?: $out"
+case $out in
+*'ENOMEM 0'*'lost 0 bytes'*'peak RSS'*'file '"$dir"'/data: '*) ;;
+*)
+	echo "FAIL: --realtime --backend file: output: $out"
+	fail=1
+	;;
+esac
+rm -rf "$dir"
 [ "$fail" -eq 0 ] && echo "sim_cli: all passed"
 exit $fail
