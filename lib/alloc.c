@@ -53,6 +53,22 @@ void us__meta_free(us_engine *e, void *p, size_t size)
 		free(p);
 }
 
+#ifdef US_WITH_JEMALLOC
+/*
+ * Payloads of whole pages are page-aligned: jemalloc otherwise places a
+ * large allocation at a random cache-line offset inside one more page
+ * (cache-oblivious placement), which costs a page per payload that the
+ * engine's charged bytes do not show (6 % at 64 KiB, 25 % at 16 KiB) and
+ * keeps hosts from handing payloads to O_DIRECT. The same flags free it.
+ */
+static int payload_flags(size_t size)
+{
+	if (size >= 16384 && size % 4096 == 0)
+		return MALLOCX_TCACHE_NONE | MALLOCX_ALIGN(4096);
+	return MALLOCX_TCACHE_NONE;
+}
+#endif
+
 void *us__payload_alloc(us_engine *e, const us_domain *d, size_t size)
 {
 	void *p;
@@ -65,8 +81,8 @@ void *us__payload_alloc(us_engine *e, const us_domain *d, size_t size)
 	}
 #ifdef US_WITH_JEMALLOC
 	if (d->has_arena)
-		return mallocx(size, MALLOCX_ARENA(d->arena) | MALLOCX_TCACHE_NONE | MALLOCX_ZERO);
-	return mallocx(size, MALLOCX_TCACHE_NONE | MALLOCX_ZERO);
+		return mallocx(size, MALLOCX_ARENA(d->arena) | payload_flags(size) | MALLOCX_ZERO);
+	return mallocx(size, payload_flags(size) | MALLOCX_ZERO);
 #else
 	(void)d;
 	return calloc(1, size);
@@ -82,7 +98,7 @@ void us__payload_free(us_engine *e, void *p, size_t size)
 		return;
 	}
 #ifdef US_WITH_JEMALLOC
-	sdallocx(p, size, MALLOCX_TCACHE_NONE);
+	sdallocx(p, size, payload_flags(size));
 #else
 	free(p);
 #endif

@@ -6,6 +6,8 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -703,6 +705,36 @@ START_TEST(test_ack_after_commit_lost)
 }
 END_TEST
 
+/*
+ * Payloads of whole pages are page-aligned (lib/alloc.c), so they cost no
+ * hidden page each and can go to O_DIRECT as they are; other sizes need
+ * only the C alignment.
+ */
+START_TEST(test_payload_alignment)
+{
+	static const uint64_t sizes[] = { 4096, 16384, 65536, 131072, 1 << 20, 100, 20000 };
+	struct fx f;
+	size_t i;
+
+	fx_init(&f, true, false);
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		us_buf *b;
+		uintptr_t p;
+
+		ck_assert_int_ge(us_buf_get(f.o, (uint64_t)i << 21, sizes[i], 0, &b), 0);
+		p = (uintptr_t)us_buf_data(b);
+		ck_assert(p != 0);
+#ifdef US_WITH_JEMALLOC
+		if (sizes[i] >= 16384 && sizes[i] % 4096 == 0)
+			ck_assert_uint_eq(p % 4096, 0);
+#endif
+		ck_assert_uint_eq(p % _Alignof(max_align_t), 0);
+		us_buf_put(b);
+	}
+	fx_fini(&f);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("buf");
@@ -726,6 +758,7 @@ int main(void)
 	tcase_add_test(tc, test_failed_flush_keeps_newer_write);
 	tcase_add_test(tc, test_evict_callback_cannot_destroy_backend);
 	tcase_add_test(tc, test_ack_after_commit_lost);
+	tcase_add_test(tc, test_payload_alignment);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }
