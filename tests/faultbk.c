@@ -278,9 +278,10 @@ static int fb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, ui
 
 static int schedule_commit(struct fb *f, size_t obj, us_object *o)
 {
-	struct item it = { .kind = IT_COMMIT, .obj = obj, .epoch = f->epoch };
+	struct item it = { .kind = IT_COMMIT, .obj = obj };
 
 	pthread_mutex_lock(&f->lock);
+	it.epoch = f->epoch;
 	f->st.commits++;
 	if (chance(f, f->c.commit_fail_pm)) {
 		f->st.commit_fails++;
