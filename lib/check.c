@@ -82,7 +82,7 @@ static void check_bufs(struct ctx *c, us_object *o, struct us_tnode *t, struct o
 	o->domain->chk.buffers++;
 	if (b->on_lru)
 		o->domain->chk.evictable += b->length;
-	switch (b->state) {
+	switch ((unsigned)b->state) {
 	case US_BUF_CLEAN:
 		o->domain->chk.clean += b->length;
 		break;
