@@ -599,6 +599,7 @@ struct us_batch {
 	uint64_t max_run;
 	uint32_t gen;
 	enum us_reason reason;
+	uint64_t untaken; /* set by us__flush_issue: buffers back to DIRTY unsent */
 };
 /* Under the lock: collects o's dirty buffers in [start, end) up to budget
  * bytes (at least one buffer when force), marking them WRITEBACK. */

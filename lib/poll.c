@@ -171,6 +171,7 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 
 			list = p->next;
 			failed += us__flush_issue(e, &p->bt);
+			n -= p->bt.untaken; /* back to DIRTY unsent: not counted */
 			us__lock(e);
 			us__meta_free(e, p, sizeof(*p));
 			us__unlock(e);

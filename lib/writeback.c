@@ -81,6 +81,7 @@ uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
 	uint64_t failed = 0;
 	bool refused = false;
 
+	bt->untaken = 0;
 	if (!o)
 		return 0;
 	bk = o->backend;
@@ -133,6 +134,7 @@ uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
 				b->flags &= (uint8_t)~US_BUF_REDIRTIED;
 				us__buf_set_state(b, US_BUF_DIRTY);
 				failed++;
+				bt->untaken++;
 			} else if (b->state == US_BUF_DIRTY && (b->flags & US_BUF_ERROR)) {
 				failed++; /* completed with an error inside the callback */
 			}
@@ -172,8 +174,10 @@ int us_object_flush(us_object *o, uint64_t offset, uint64_t length, uint64_t max
 	bt.reason = US_REASON_USER;
 	if (max_run_bytes)
 		bt.max_run = max_run_bytes;
+	/* Only what the callback took: a refused run and the rest of its
+	 * batch went back to DIRTY. */
 	us__flush_issue(e, &bt);
-	return rc;
+	return rc - (int)bt.untaken;
 }
 
 int us_buf_write_done(us_buf *b, enum us_write_result result, uint64_t seq, int err)

@@ -244,9 +244,13 @@ US_EXPORT int us_engine_get_param(us_engine *e, enum us_param p, uint64_t *value
  * THROTTLE when its writers are being paused), and expiry of dirty data
  * older than US_PARAM_DIRTY_EXPIRE_NS, checked every
  * US_PARAM_WRITEBACK_INTERVAL_NS. Flush callbacks are called from inside
- * this call, without the engine lock. Returns the number of buffers handed
- * to flush. Errors: -EINVAL (NULL e), -ENOMEM (some work could not start;
- * call again).
+ * this call, without the engine lock. Returns the number of buffers its
+ * background and expiry writeback handed to flush callbacks that took them
+ * (a refused run and the rest of its batch are not counted; flushes for
+ * syncs, commits and reclaim are counted in the backend's stats only).
+ * Errors: -EINVAL (NULL e), -ENOMEM (writeback could not start; call
+ * again). Commit requests and sync steps that cannot get memory are not
+ * errors: nothing is lost, and they are asked again at the next call.
  */
 US_EXPORT int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns);
 
@@ -492,7 +496,8 @@ US_EXPORT int us_object_balance_wait(us_object *o);
  * buffers, ascending offset, at most max_run_bytes per run (0: the engine's
  * US_PARAM_MAX_FLUSH_BYTES; a single buffer is never split). It ignores the
  * backend's in-flight cap: it is the caller's explicit request. Returns the
- * number of buffers handed over.
+ * number of buffers the callback took; a run it refused, and the rest of the
+ * batch after it, go back to DIRTY with backoff and are not counted.
  * Errors: -EINVAL, -ENOMEM (nothing was started).
  */
 US_EXPORT int us_object_flush(us_object *o, uint64_t offset, uint64_t length,
