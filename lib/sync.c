@@ -28,6 +28,7 @@
  * cursor (us_object_sync(), us_object_check_error()).
  */
 #include "internal.h"
+#include <time.h>
 
 struct us_sync {
 	us_engine *e;
@@ -378,6 +379,23 @@ int us_domain_sync(us_domain *d)
 	return rc;
 }
 
+/* Whether a callback on some object is still running (its busy count). */
+static bool callbacks_running(us_engine *e)
+{
+	struct us_list *pos, *opos;
+	bool busy = false;
+
+	us__lock(e);
+	us_list_for_each (pos, &e->backends) {
+		us_backend *b = us_container_of(pos, us_backend, link);
+
+		us_list_for_each (opos, &b->objects)
+			busy |= us_container_of(opos, us_object, link)->busy != 0;
+	}
+	us__unlock(e);
+	return busy;
+}
+
 int us_engine_shutdown(us_engine *e)
 {
 	int rc;
@@ -398,5 +416,14 @@ int us_engine_shutdown(us_engine *e)
 	us_sync_free(e->shutdown);
 	e->shutdown = NULL;
 	rc = us_engine_destroy(e);
+	/* Threaded: the last completions can come from inside a callback that
+	 * has not returned yet (a flusher thread finishing a flush or commit
+	 * call); wait for it rather than fail. */
+	while (rc == -EBUSY && e->nthreads && callbacks_running(e)) {
+		struct timespec ms = { 0, 1000000 };
+
+		nanosleep(&ms, NULL);
+		rc = us_engine_destroy(e);
+	}
 	return rc;
 }

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <time.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -428,6 +429,75 @@ START_TEST(test_blocking_reclaim_sync_shutdown)
 }
 END_TEST
 
+/* Completes inside its calls, then lingers in them: the engine must wait
+ * for the call to return, not only for the completion. */
+static int linger_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
+			uint64_t length, enum us_reason reason)
+{
+	struct timespec ms = { 0, 2000000 };
+	int rc = ibk_flush(ctx, obj, bufs, n, offset, length, reason);
+
+	nanosleep(&ms, NULL);
+	return rc;
+}
+
+static int linger_commit(void *ctx, us_object *o, enum us_reason reason)
+{
+	struct timespec ms = { 0, 20000000 };
+	struct ibk *x = ctx;
+	uint64_t t;
+
+	(void)reason;
+	pthread_mutex_lock(&x->m);
+	t = x->txn;
+	x->syncs++;
+	pthread_mutex_unlock(&x->m);
+	if (t)
+		us_object_commit_done(o, t);
+	nanosleep(&ms, NULL);
+	return 0;
+}
+
+/*
+ * us_engine_shutdown() in threaded mode while the flusher threads' last
+ * callbacks, which completed everything, have not returned yet: it waits
+ * for them and destroys the engine (it used to fail with -EBUSY).
+ */
+START_TEST(test_shutdown_waits_for_callbacks)
+{
+	struct us_backend_ops ops = { .size = sizeof(ops),
+				      .flush = linger_flush,
+				      .commit = linger_commit };
+	struct us_engine_options opts;
+	struct ibk x = { .txn = 0 };
+	us_engine *e;
+	us_domain *d;
+	us_object *o;
+	uint64_t i, since;
+
+	pthread_mutex_init(&x.m, NULL);
+	us_engine_options_init(&opts);
+	opts.memory_bytes = 1u << 30;
+	opts.flusher_threads = 2;
+	ck_assert_int_eq(us_engine_create(&opts, &e), 0);
+	ck_assert_int_eq(us_backend_create(e, &ops, &x, &x.bk), 0);
+	ck_assert_int_eq(us_domain_create(e, NULL, "d", 0, &d), 0);
+	ck_assert_int_eq(us_domain_set_limit(d, US_LIMIT_MAX, 1 << 20), 0);
+	ck_assert_int_eq(us_object_create(x.bk, d, NULL, &o), 0);
+	for (i = 0; i < 64; i++) {
+		us_buf *b;
+
+		tu_assert(us_buf_get(o, i * 65536, 65536, US_GET_NODATA, &b) == 1, "get");
+		tu_assert(us_buf_dirty(b, NULL) == 0, "dirty");
+		tu_assert(us_buf_put(b) == 0, "put");
+	}
+	since = us_object_errseq(o);
+	ck_assert_int_eq(us_object_sync(o, &since), 0);
+	ck_assert_int_eq(us_engine_shutdown(e), 0);
+	pthread_mutex_destroy(&x.m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threads");
@@ -436,6 +506,7 @@ int main(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, test_threaded_stress, 0, 2);
 	tcase_add_test(tc, test_blocking_reclaim_sync_shutdown);
+	tcase_add_loop_test(tc, test_shutdown_waits_for_callbacks, 0, 5);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }
