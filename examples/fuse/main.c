@@ -311,30 +311,33 @@ int main(int argc, char **argv)
 	fs.opt.cgroup_percent = UFS_DEFAULT_PERCENT;
 	fs.opt.commit_interval_ns = UFS_DEFAULT_COMMIT;
 	fs.opt.flushers = 2;
-	if ((rc = parse_args(argc, argv, &fs.opt, &args))) {
-		fuse_opt_free_args(&args);
-		return rc;
-	}
+	fs.backing_fd = -1;
+	if ((ret = parse_args(argc, argv, &fs.opt, &args)))
+		goto out_args;
 	if (fuse_parse_cmdline(&args, &copts) != 0) {
-		fuse_opt_free_args(&args);
-		return bad("%sbad FUSE options", "");
+		ret = bad("%sbad FUSE options", "");
+		goto out_args;
 	}
 	if (copts.show_version) {
 		printf("unstable-fuse with libunstable %s\n", us_version());
 		fuse_lowlevel_version();
-		return 0;
+		goto out_args;
 	}
-	if (!copts.mountpoint)
-		return bad("%smissing MOUNTPOINT", "");
+	if (!copts.mountpoint) {
+		ret = bad("%smissing MOUNTPOINT", "");
+		goto out_args;
+	}
 	fs.backing_fd = open(fs.opt.backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fs.backing_fd < 0) {
 		fprintf(stderr, "unstable-fuse: %s: %s\n", fs.opt.backing, strerror(errno));
-		return 2;
+		ret = 2;
+		goto out_args;
 	}
 	if (fs.opt.domain_by == UFS_DOMAIN_CGROUP && ufs_cgroup_detect(&fs) != 0) {
 		fprintf(stderr, "unstable-fuse: --domain-by cgroup: no memory cgroup controller "
 				"in /sys/fs/cgroup\n");
-		return 2;
+		ret = 2;
+		goto out_args;
 	}
 	pthread_mutex_init(&fs.itable_lock, NULL);
 	pthread_cond_init(&fs.itable_cond, NULL);
@@ -349,9 +352,8 @@ int main(int argc, char **argv)
 	fuse_opt_add_arg(&args, "-odefault_permissions");
 	fuse = fuse_new(&args, ufs_operations(), sizeof(struct fuse_operations), &fs);
 	if (!fuse) {
-		fuse_opt_free_args(&args);
-		free(copts.mountpoint);
-		return bad("%sbad FUSE options", "");
+		ret = bad("%sbad FUSE options", "");
+		goto out_args;
 	}
 	if (fuse_mount(fuse, copts.mountpoint) != 0) {
 		ret = 1;
@@ -412,6 +414,7 @@ out_unmount:
 	fuse_unmount(fuse);
 out_destroy:
 	fuse_destroy(fuse);
+out_args:
 	fuse_opt_free_args(&args);
 	free(copts.mountpoint);
 	while (fs.domains) {
@@ -420,7 +423,8 @@ out_destroy:
 		fs.domains = d->next;
 		free(d);
 	}
-	close(fs.backing_fd);
+	if (fs.backing_fd >= 0)
+		close(fs.backing_fd);
 	free(fs.opt.stats_path);
 	return ret;
 }

@@ -19,6 +19,7 @@ verify_fatal=1
 do_verify=1
 fallocate=none
 end_fsync=1
+verify_state_save=0
 randseed=20240601
 
 [seq]
@@ -31,7 +32,7 @@ bsrange=4k-200k
 JOB
 
 ufs_mount fio "$WORK/backing" "$WORK/mnt" --max 32M --stats "$WORK/stats"
-fio "$WORK/job.fio" >"$WORK/fio.out" 2>&1 || { cat "$WORK/fio.out"; fail "fio"; }
+(cd "$WORK" && fio job.fio) >"$WORK/fio.out" 2>&1 || { cat "$WORK/fio.out"; fail "fio"; }
 grep -E "^ *(write|read):|err=" "$WORK/fio.out"
 grep -qi "verify.*fail\|bad magic\|crc32c.*wanted" "$WORK/fio.out" && fail "verification errors"
 sums=$(cd "$WORK/mnt" && sha256sum seq.0.0 rand.0.0)
