@@ -163,6 +163,16 @@ static void domain_name(const char *prefix, const char *key, char *out, size_t l
 		out[len - 1] = '\0';
 }
 
+/* --dirty-ratio N: the dirty limit at N % of the domain's max, the
+ * background threshold at half of it. */
+void ufs_domain_ratios(struct ufs *fs, us_domain *d)
+{
+	if (!fs->opt.dirty_ratio)
+		return;
+	us_domain_set_limit(d, US_LIMIT_DIRTY_RATIO, fs->opt.dirty_ratio);
+	us_domain_set_limit(d, US_LIMIT_DIRTY_BG_RATIO, fs->opt.dirty_ratio / 2);
+}
+
 /* With dom_lock held: the domain of key, made on first use. */
 static struct ufs_domain *domain_get(struct ufs *fs, const char *prefix, const char *key,
 				     const char *limit_path)
@@ -183,6 +193,7 @@ static struct ufs_domain *domain_get(struct ufs *fs, const char *prefix, const c
 		return NULL;
 	}
 	d->applied_max = US_UNLIMITED;
+	ufs_domain_ratios(fs, d->dom);
 	if (*limit_path) {
 		uint64_t max = scaled(fs, cgroup_limit(fs, limit_path));
 

@@ -182,8 +182,10 @@ int ufs_engine_start(struct ufs *fs)
 	    (rc = us_backend_create(fs->engine, &ops, fs, &fs->backend))) {
 		us_engine_destroy(fs->engine);
 		fs->engine = NULL;
+		return rc;
 	}
-	return rc;
+	ufs_domain_ratios(fs, us_engine_root(fs->engine));
+	return 0;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -35,6 +35,11 @@
 #define UFS_DEFAULT_COMMIT  5000000000ull /* 5 s */
 #define UFS_DEFAULT_PERCENT 50
 #define UFS_DEFAULT_THREADS 64 /* FUSE workers: throttled writers hold one each */
+/* The dirty limit of every domain, in % of its max (background at half):
+ * the engine's 20 % is Linux's share of all memory; a domain here holds
+ * nothing but this cache, and 1 GiB through 5 MiB ran at 85 MB/s with 20 %,
+ * 181 MB/s with 50 % (each commit is an fdatasync). */
+#define UFS_DEFAULT_DIRTY_RATIO 50
 
 static void usage(FILE *f)
 {
@@ -51,6 +56,9 @@ static void usage(FILE *f)
 		"  --stats FILE            rewrite FILE with every domain's statistics each second\n"
 		"                          (SIGUSR1 prints them on standard output)\n"
 		"  --flushers N            the engine's flusher threads (2)\n"
+		"  --dirty-ratio N         each domain's dirty limit (dirty, writeback and unstable\n"
+		"                          data) in %% of its max, background writeback from half\n"
+		"                          of it (default 50)\n"
 		"  -h, --help              this text and the FUSE options\n"
 		"\n"
 		"SIZE: bytes, or with K, M, G or T (KiB..TiB). TIME: seconds, or with ms, s or m.\n"
@@ -213,7 +221,7 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 		const char *a = argv[i], *val = NULL;
 		static const char *const with_value[] = {
 			"--max",   "--domain-by", "--cgroup-percent", "--commit-interval",
-			"--stats", "--flushers"
+			"--stats", "--flushers",  "--dirty-ratio"
 		};
 		size_t k;
 
@@ -281,6 +289,13 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 			o->stats_path = val[0] == '/' ? strdup(val) : absolute(val);
 			if (!o->stats_path)
 				return bad("--stats: %scannot make the name absolute", "");
+		} else if (strncmp(a, "--dirty-ratio", 13) == 0) {
+			char *end;
+			long v = strtol(val, &end, 10);
+
+			if (*end || end == val || v < 2 || v > 100)
+				return bad("--dirty-ratio: '%s' is not 2..100", val);
+			o->dirty_ratio = (unsigned)v;
 		} else {
 			char *end;
 			long v = strtol(val, &end, 10);
@@ -311,6 +326,7 @@ int main(int argc, char **argv)
 	fs.opt.cgroup_percent = UFS_DEFAULT_PERCENT;
 	fs.opt.commit_interval_ns = UFS_DEFAULT_COMMIT;
 	fs.opt.flushers = 2;
+	fs.opt.dirty_ratio = UFS_DEFAULT_DIRTY_RATIO;
 	fs.backing_fd = -1;
 	if ((ret = parse_args(argc, argv, &fs.opt, &args)))
 		goto out_args;

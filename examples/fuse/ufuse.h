@@ -74,8 +74,9 @@ struct ufs_options {
 	enum ufs_domain_by domain_by;
 	unsigned cgroup_percent; /* a cgroup domain's max: this % of its limit */
 	uint64_t commit_interval_ns;
-	char *stats_path;  /* NULL: no stats file */
-	unsigned flushers; /* the engine's flusher threads */
+	char *stats_path;     /* NULL: no stats file */
+	unsigned flushers;    /* the engine's flusher threads */
+	unsigned dirty_ratio; /* each domain's dirty limit, % of its max (0: the engine's 20) */
 };
 
 struct ufs_inode {
@@ -127,6 +128,7 @@ int ufs_engine_start(struct ufs *fs);
 int ufs_engine_stop(struct ufs *fs);
 
 /* domain.c */
+void ufs_domain_ratios(struct ufs *fs, us_domain *d);
 us_domain *ufs_domain_for(struct ufs *fs, pid_t pid, uid_t uid);
 void ufs_domain_refresh(struct ufs *fs);
 int ufs_cgroup_detect(struct ufs *fs);
