@@ -1,0 +1,137 @@
+/*
+ * unstable-fuse: a libfuse3 passthrough filesystem whose writes are cached,
+ * accounted and written back by the unstable engine.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * THE DATA PATH
+ *
+ * A regular file opened through the mount gets an inode record (struct
+ * ufs_inode), keyed by the backing file's (st_dev, st_ino), with one O_RDWR
+ * descriptor on the backing file and one engine object. The file's data is
+ * cached in fixed chunks of UFS_CHUNK_BYTES (128 KiB) at chunk-aligned
+ * offsets, one engine buffer each:
+ *
+ *   write    each chunk touched: us_buf_get() (the charge may wait for
+ *            reclaim), a chunk created for a partial write is first filled
+ *            from the backing file (read-modify-write: a cached chunk always
+ *            holds the whole chunk's current data, so reads never need
+ *            valid-range tracking), the data is copied in, us_buf_dirty()
+ *            (which throttles the writer), and the write returns at once.
+ *   read     each chunk: from the cached buffer when there is one, else
+ *            pread() of the backing file. Reads do not populate the cache.
+ *   flush    (engine callback) pwritev() of the run to the backing file: the
+ *            data is in the backing filesystem but not durable, so each
+ *            buffer is acknowledged US_WRITE_UNSTABLE with a sequence number
+ *            taken after the pwrite returned.
+ *   commit   (engine callback) fdatasync() of the backing file, then
+ *            us_object_commit_done() with the last sequence number handed
+ *            out before it started: every write it covers had returned.
+ *   fsync, close of a descriptor that wrote: us_object_sync(), the engine's
+ *            integrity sync (write back, commit, report errors once).
+ *
+ * The logical size of a cached file is kept here (the backing file is
+ * shorter until its tail is written back); bytes of a cached chunk past the
+ * logical size are always zero.
+ *
+ * LOCKS, in the order they are taken
+ *
+ *   fs->itable_lock  the inode table and each inode's open count.
+ *   ino->io_lock     rwlock: writers and truncate exclusive, readers shared.
+ *                    It is what makes a chunk's read-modify-write fill
+ *                    invisible to others. Held across blocking engine calls
+ *                    (reclaim, throttle): the engine's callbacks never take it.
+ *   ino->data_lock   rwlock over the chunks' payload and the logical size:
+ *                    copying in (exclusive) against the flush callback's
+ *                    pwrite (shared). Never held across an engine call that
+ *                    may call a callback.
+ *   fs->dom_lock     the domain table (a leaf).
+ */
+#ifndef UFUSE_H
+#define UFUSE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <unstable/unstable.h>
+
+#define UFS_CHUNK_BYTES ((uint64_t)128 << 10)
+
+/* How requests are mapped to accounting domains. */
+enum ufs_domain_by {
+	UFS_DOMAIN_NONE = 0,   /* every file in the root domain */
+	UFS_DOMAIN_UID = 1,    /* one domain per user id of the opener */
+	UFS_DOMAIN_CGROUP = 2, /* one per memory cgroup of the opener */
+};
+
+struct ufs_options {
+	const char *backing; /* the backing directory */
+	uint64_t max_bytes;  /* the root domain's max */
+	enum ufs_domain_by domain_by;
+	unsigned cgroup_percent; /* a cgroup domain's max: this % of its limit */
+	uint64_t commit_interval_ns;
+	char *stats_path;     /* NULL: no stats file */
+	unsigned flushers;    /* the engine's flusher threads */
+	unsigned dirty_ratio; /* each domain's dirty limit, % of its max (0: the engine's 20) */
+};
+
+struct ufs_inode {
+	dev_t dev;
+	ino_t ino;
+	int fd; /* O_RDWR on the backing file */
+	us_object *obj;
+	unsigned opens;		/* open handles; protected by itable_lock */
+	bool closing;		/* being torn down; protected by itable_lock */
+	struct ufs_inode *next; /* hash chain */
+	pthread_rwlock_t io_lock;
+	pthread_rwlock_t data_lock;
+	uint64_t size; /* logical size; under data_lock */
+};
+
+/* A domain made for a uid or a cgroup. */
+struct ufs_domain {
+	char key[256];	       /* "uid:N" or the cgroup path */
+	char limit_path[4096]; /* the cgroup directory; "" for uid domains */
+	us_domain *dom;
+	uint64_t applied_max; /* the max last set (US_UNLIMITED: none) */
+	struct ufs_domain *next;
+};
+
+#define UFS_HASH 1024
+
+struct ufs {
+	struct ufs_options opt;
+	int backing_fd; /* the backing directory */
+	us_engine *engine;
+	us_backend *backend;
+	atomic_uint_fast64_t seq; /* the last write sequence number handed out */
+
+	pthread_mutex_t itable_lock;
+	pthread_cond_t itable_cond; /* an inode finished closing */
+	struct ufs_inode *itable[UFS_HASH];
+
+	pthread_mutex_t dom_lock;
+	struct ufs_domain *domains;
+	unsigned ndomains;
+	/* cgroup mode: where the memory controller is mounted, and its version. */
+	char cg_mount[512];
+	int cg_version; /* 1 or 2; 0 when none was found */
+};
+
+/* fs.c */
+const struct fuse_operations *ufs_operations(void);
+int ufs_engine_start(struct ufs *fs);
+int ufs_engine_stop(struct ufs *fs);
+
+/* domain.c */
+void ufs_domain_ratios(struct ufs *fs, us_domain *d);
+us_domain *ufs_domain_for(struct ufs *fs, pid_t pid, uid_t uid);
+void ufs_domain_refresh(struct ufs *fs);
+int ufs_cgroup_detect(struct ufs *fs);
+void ufs_stats_write(struct ufs *fs, FILE *f);
+
+#endif /* UFUSE_H */

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Bad arguments: a message on standard error and exit status 2, before any
+# mount is attempted (so no root or FUSE is needed).
+set -uo pipefail
+UFS=${1:?usage: $0 PATH/TO/unstable-fuse}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+mkdir "$dir/b" "$dir/m"
+
+expect2() {
+	local err rc
+	err=$("$UFS" "$@" 2>&1 >/dev/null)
+	rc=$?
+	if [[ $rc -ne 2 || -z $err ]]; then
+		echo "FAIL: unstable-fuse $* exited $rc with '$err'" >&2
+		exit 1
+	fi
+	echo "ok: $* -> $err" | head -1
+}
+
+expect2
+expect2 "$dir/b"
+expect2 "$dir/nonexistent" "$dir/m"
+expect2 "$dir/b" "$dir/m" --max
+expect2 "$dir/b" "$dir/m" --max lots
+expect2 "$dir/b" "$dir/m" --max 0
+expect2 "$dir/b" "$dir/m" --max 1K
+expect2 "$dir/b" "$dir/m" --domain-by group
+expect2 "$dir/b" "$dir/m" --commit-interval 0
+expect2 "$dir/b" "$dir/m" --commit-interval 5y
+expect2 "$dir/b" "$dir/m" --cgroup-percent 0
+expect2 "$dir/b" "$dir/m" --flushers x
+expect2 "$dir/b" "$dir/m" --stats ""
+expect2 "$dir/b" "$dir/m" --bogus
+expect2 "$dir/b" "$dir/m" -o no_such_fuse_option
+"$UFS" --help >/dev/null || { echo "FAIL: --help" >&2; exit 1; }
+echo PASS
