@@ -19,6 +19,10 @@ static uint64_t clean_upto(us_object *o, uint64_t seq)
 {
 	uint64_t n = 0;
 
+	/* The object's own commit reached its target: time it. */
+	if (o->commit_target && seq >= o->commit_target)
+		us__commit_latency(o->backend, us__now(o->engine) - o->commit_issued_ns);
+
 	while (!us_list_empty(&o->unstable)) {
 		us_buf *b = us_container_of(o->unstable.next, us_buf, link);
 

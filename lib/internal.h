@@ -282,8 +282,6 @@ struct us_wb {
 	uint64_t bw_stamp_ns; /* last sample */
 	uint64_t bw_cleaned;  /* cleaned at the last sample */
 	uint64_t bw_last;     /* the last sample alone, bytes per second */
-	uint64_t bw_commit;   /* cleaned per second between the backend's last two commits */
-	uint64_t commit_mark, commit_mark_ns; /* cleaned and time at the last commit */
 	uint64_t chk[5];		      /* scratch for the checker */
 };
 

@@ -80,7 +80,6 @@ void us__commit_retire(us_object *o)
 		if (head->seq <= o->commit_target)
 			return;
 	}
-	us__commit_latency(o->backend, us__now(o->engine) - o->commit_issued_ns);
 	o->commit_target = 0;
 	o->backend->commits_busy--;
 }

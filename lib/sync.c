@@ -379,13 +379,23 @@ int us_domain_sync(us_domain *d)
 	return rc;
 }
 
-/* Whether a callback on some object is still running (its busy count). */
-static bool callbacks_running(us_engine *e)
+/*
+ * Whether destroying fails only because some object is busy: everything is
+ * clean and unreferenced and no sync exists, but a flush or commit call is
+ * still returning (or a commit request or an eviction is being finished) on
+ * another thread. Those end by themselves; a sync the host keeps does not,
+ * and makes this false.
+ */
+static bool only_transient_busy(us_engine *e)
 {
 	struct us_list *pos, *opos;
 	bool busy = false;
 
 	us__lock(e);
+	if (e->root->c.charged != e->root->c.evictable || !us_list_empty(&e->syncs)) {
+		us__unlock(e);
+		return false;
+	}
 	us_list_for_each (pos, &e->backends) {
 		us_backend *b = us_container_of(pos, us_backend, link);
 
@@ -419,7 +429,7 @@ int us_engine_shutdown(us_engine *e)
 	/* Threaded: the last completions can come from inside a callback that
 	 * has not returned yet (a flusher thread finishing a flush or commit
 	 * call); wait for it rather than fail. */
-	while (rc == -EBUSY && e->nthreads && callbacks_running(e)) {
+	while (rc == -EBUSY && e->nthreads && only_transient_busy(e)) {
 		struct timespec ms = { 0, 1000000 };
 
 		nanosleep(&ms, NULL);

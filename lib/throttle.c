@@ -148,8 +148,10 @@ static struct level eval(us_domain *d, struct throttle *t)
 	l.dirty = d->dirty_bytes ? d->dirty_bytes : ratio_of(max_eff, d->dirty_ratio);
 	if (max_eff != US_UNLIMITED && d->pipe_bytes) {
 		/* Room for the commit pipeline (wb.c): ratios are raised to
-		 * 4 pipe_bytes, at most half of L; bytes are kept as set. */
-		uint64_t floor = d->pipe_bytes > max_eff / 8 ? max_eff / 2 : 4 * d->pipe_bytes;
+		 * 4 pipe_bytes, at most half of L (or of high, below which
+		 * pinned data costs no penalty); bytes are kept as set. */
+		uint64_t cap = min64(max_eff, d->high) / 2;
+		uint64_t floor = d->pipe_bytes > cap / 4 ? cap : 4 * d->pipe_bytes;
 
 		if (!d->dirty_bytes && l.dirty < floor)
 			l.dirty = floor;

@@ -19,10 +19,9 @@
  * context had nothing in flight and cleaned nothing says nothing about the
  * backend and is skipped: an idle context keeps its estimate.
  *
- * The throttle and the commit pipeline (us__pipe_update) use the fastest of
- * the average, the last sample and the rate between the backend's last two
- * commits (us__wb_rate): a writer speeding up is not held to the average of
- * slower times, and a commit every 50 ms gives a sample every 50 ms.
+ * The commit pipeline (us__pipe_update) uses the faster of the average and
+ * the last sample (us__wb_rate): a writer speeding up is not held to the
+ * average of slower times. An idle sample forgets the last one.
  *
  * Worked example: bw = 100 MiB/s, a 200 ms sample in which 30 MiB were
  * cleaned (150 MiB/s): bw' = (100 * 2.8 + 150 * 0.2) / 3 = 103.3 MiB/s.
@@ -53,7 +52,6 @@ int us__wb_attach(us_object *o)
 	us_list_add_tail(&o->domain->wbs, &wb->dom_link);
 	wb->bw = e->init_bw;
 	wb->bw_stamp_ns = us__now(e);
-	wb->commit_mark_ns = wb->bw_stamp_ns;
 	wb->nobjects = 1;
 	o->wb = wb;
 	return 0;
@@ -83,8 +81,10 @@ bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
 	delta = wb->cleaned - wb->bw_cleaned;
 	wb->bw_stamp_ns = now;
 	wb->bw_cleaned = wb->cleaned;
-	if (delta == 0 && wb->writeback == 0 && wb->unstable == 0)
-		return true; /* idle: nothing learnt */
+	if (delta == 0 && wb->writeback == 0 && wb->unstable == 0) {
+		wb->bw_last = 0; /* idle: nothing learnt, and no burst to keep */
+		return true;
+	}
 	sample = (double)delta * 1e9 / (double)elapsed;
 	wb->bw_last = sample < 1.0 ? 1 : (uint64_t)sample;
 	if (elapsed >= e->bw_period_ns)
@@ -99,34 +99,25 @@ bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
 }
 
 /*
- * The clean-out rate the throttle and the pipeline use: the running average,
- * unless the last sample or the last commit saw the context clean faster (a
- * writer ramping up must not be held to the average of slower times).
+ * The clean-out rate the pipeline uses: the running average, unless the last
+ * sample saw the context clean faster (a writer ramping up must not be held
+ * to the average of slower times).
  */
 uint64_t us__wb_rate(const struct us_wb *wb)
 {
-	uint64_t bw = wb->bw > wb->bw_last ? wb->bw : wb->bw_last;
-
-	return bw > wb->bw_commit ? bw : wb->bw_commit;
+	return wb->bw > wb->bw_last ? wb->bw : wb->bw_last;
 }
 
 void us__commit_latency(us_backend *bk, uint64_t ns)
 {
-	uint64_t now = us__now(bk->engine);
-	struct us_list *pos;
-
-	bk->commit_lat_ns = bk->commit_lat_ns ? (3 * bk->commit_lat_ns + ns) / 4 : ns;
-	/* What each context cleaned since the backend's last commit: a rate
-	 * sample per commit, much sooner than bw_interval on a fast backend. */
-	us_list_for_each (pos, &bk->wbs) {
-		struct us_wb *wb = us_container_of(pos, struct us_wb, bk_link);
-
-		if (now > wb->commit_mark_ns)
-			wb->bw_commit = (uint64_t)((double)(wb->cleaned - wb->commit_mark) * 1e9 /
-						   (double)(now - wb->commit_mark_ns));
-		wb->commit_mark = wb->cleaned;
-		wb->commit_mark_ns = now;
+	/* The pipeline is recomputed at the next bandwidth sample; but the
+	 * backend's first commit gives it its first latency at once (a walk of
+	 * the tree, once per backend), so a writer is not held for 200 ms. */
+	if (bk->commit_lat_ns) {
+		bk->commit_lat_ns = (3 * bk->commit_lat_ns + ns) / 4;
+		return;
 	}
+	bk->commit_lat_ns = ns ? ns : 1;
 	us__pipe_update(bk->engine->root);
 }
 
@@ -157,8 +148,12 @@ void us__pipe_update(us_domain *d)
 	}
 	/* Up at once, down by an eighth of the difference per update: a
 	 * threshold that dropped under the writers' feet would stop them. */
-	if (pipe < (double)d->pipe_bytes)
+	if (pipe < (double)d->pipe_bytes) {
 		pipe = (double)d->pipe_bytes - ((double)d->pipe_bytes - pipe) / 8;
+		/* Thresholds may fall: credit granted against them goes. */
+		if (d->granted)
+			us__credit_revoke(d);
+	}
 	d->pipe_bytes = pipe >= 1.8e19 ? UINT64_MAX : (uint64_t)pipe;
 }
 

@@ -498,6 +498,44 @@ START_TEST(test_shutdown_waits_for_callbacks)
 }
 END_TEST
 
+/*
+ * A sync the host still holds keeps the engine: us_engine_shutdown() in
+ * threaded mode returns -EBUSY at once (it must not wait for callbacks that
+ * are not running), and succeeds once the sync is freed.
+ */
+START_TEST(test_shutdown_with_held_sync)
+{
+	struct us_backend_ops ops = { .size = sizeof(ops), .flush = ibk_flush, .sync = ibk_sync };
+	struct us_engine_options opts;
+	struct ibk x = { .txn = 0 };
+	us_engine *e;
+	us_object *o;
+	us_sync *y;
+	us_buf *b;
+
+	pthread_mutex_init(&x.m, NULL);
+	us_engine_options_init(&opts);
+	opts.memory_bytes = 64u << 20;
+	opts.flusher_threads = 1;
+	ck_assert_int_eq(us_engine_create(&opts, &e), 0);
+	ck_assert_int_eq(us_backend_create(e, &ops, &x, &x.bk), 0);
+	ck_assert_int_eq(us_object_create(x.bk, NULL, NULL, &o), 0);
+	ck_assert_int_eq(us_buf_get(o, 0, 4096, 0, &b), 1);
+	ck_assert_int_eq(us_buf_dirty(b, NULL), 0);
+	ck_assert_int_eq(us_buf_put(b), 0);
+	ck_assert_int_eq(us_object_sync_start(o, NULL, NULL, &y), 0);
+	while (us_sync_done(y) == 0) {
+		struct timespec ms = { 0, 1000000 };
+
+		nanosleep(&ms, NULL);
+	}
+	ck_assert_int_eq(us_engine_shutdown(e), -EBUSY);
+	ck_assert_int_eq(us_sync_free(y), 0);
+	ck_assert_int_eq(us_engine_shutdown(e), 0);
+	pthread_mutex_destroy(&x.m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threads");
@@ -507,6 +545,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_threaded_stress, 0, 2);
 	tcase_add_test(tc, test_blocking_reclaim_sync_shutdown);
 	tcase_add_loop_test(tc, test_shutdown_waits_for_callbacks, 0, 5);
+	tcase_add_test(tc, test_shutdown_with_held_sync);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }
