@@ -4,17 +4,20 @@
  * SPDX-License-Identifier: MIT
  *
  * The engine runs in polled mode on a virtual clock with accounting-only
- * buffers. The server takes each flush call as one request (the engine's
- * runs are capped at the request size, its bytes in flight at rpcs
- * requests): requests go through one link at bw, each answered lat later,
- * acknowledged unstable with a transaction number. It commits everything
- * acknowledged so far every commit_interval, when journal bytes are
- * uncommitted, or when the client asks (sync), each commit taking
- * commit_lat; then commit_done(its last transaction).
+ * buffers, against the simulated server of server.c. The server takes each
+ * flush call as one request (the engine's runs are capped at the request
+ * size, its bytes in flight at rpcs requests): requests go through one link
+ * at bw, each answered lat later, acknowledged unstable with a transaction
+ * number. It commits everything acknowledged so far every commit_interval,
+ * when journal bytes are uncommitted, or when the client asks (sync), each
+ * commit taking commit_lat; then commit_done(its last transaction).
  *
- * The server keeps, per block a writer wrote, the transaction that brought
- * it and whether that transaction is durable: after the final sync every
- * written block must be durable, and lost_bytes counts those that are not.
+ * lost_bytes is measured: each time a writer dirties a block it makes a new
+ * version of it (sim_srv_dirtied()); each write carries the checksum of the
+ * version it was flushed with, and a commit makes the checksums of the
+ * writes it covers durable. After the final sync every block a writer wrote
+ * must be at the server, durably, in its last version; lost_bytes counts
+ * the bytes of those that are not.
  *
  * Writers behave like dd bs=1M: each dirties its blocks in order as fast as
  * the engine lets it, and copying a block costs it bs / SIM_COPY_RATE
@@ -27,7 +30,7 @@
  * for a commit and waits (the wait counts as its pause).
  */
 #define _GNU_SOURCE 1
-#include "sim.h"
+#include "server.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -40,181 +43,15 @@
 #define MS  1000000ull
 #define SEC 1000000000ull
 
-struct req {
-	us_buf **bufs;
-	size_t n;
-	uint64_t at;
-	int writer;
-};
-
 struct wstate {
 	us_object *o;
 	uint64_t off, wait_until, done_ns, enomem;
 	uint64_t *pauses;
 	size_t npauses, cap;
 	uint64_t max_pause;
-	uint64_t *txn; /* per block: the transaction that wrote it, 0 if none */
-	bool *durable;
-	uint64_t nblocks, first_open; /* blocks before first_open are durable */
-	uint64_t blocked_since;	      /* naive: full since then */
+	uint64_t blocked_since; /* naive: full since then */
 	bool gated, done, blocked;
 };
-
-struct server {
-	const struct sim_config *c;
-	us_engine *e;
-	us_backend *bk;
-	struct req *q;
-	size_t head, tail, cap;
-	uint64_t busy_until, txn, uncommitted;
-	bool committing, asked;
-	uint64_t commit_end, commit_txn, next_periodic, commits;
-	struct wstate *w;
-	uint64_t *flushes;     /* per domain */
-	uint64_t *dom_commits; /* per domain */
-};
-
-static int writer_of(us_object *o)
-{
-	return (int)(intptr_t)us_object_user(o);
-}
-
-static int srv_flush(void *ctx, us_object *o, us_buf *const *bufs, size_t n, uint64_t off,
-		     uint64_t len, enum us_reason reason)
-{
-	struct server *s = ctx;
-	uint64_t now = us_engine_now(s->e);
-	struct req *r;
-
-	(void)off;
-	(void)reason;
-	if (s->tail == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 4096;
-		struct req *q = realloc(s->q, cap * sizeof(*q));
-
-		if (!q)
-			return -ENOMEM;
-		s->q = q;
-		s->cap = cap;
-	}
-	r = &s->q[s->tail];
-	r->bufs = malloc(n * sizeof(*r->bufs));
-	if (!r->bufs)
-		return -ENOMEM;
-	memcpy(r->bufs, bufs, n * sizeof(*bufs));
-	r->n = n;
-	r->writer = writer_of(o);
-	if (s->busy_until < now)
-		s->busy_until = now;
-	s->busy_until += (uint64_t)((double)len * SEC / (double)s->c->backend.bw);
-	r->at = s->busy_until + s->c->backend.lat_ns;
-	s->tail++;
-	s->flushes[s->c->wr[r->writer].domain]++;
-	return 0;
-}
-
-static void start_commit(struct server *s, uint64_t now)
-{
-	s->committing = true;
-	s->commit_txn = s->txn;
-	s->commit_end = now + s->c->backend.commit_lat;
-	s->uncommitted = 0;
-	s->commits++;
-}
-
-static int srv_sync(void *ctx, us_backend *b, enum us_reason reason)
-{
-	struct server *s = ctx;
-
-	(void)b;
-	(void)reason;
-	if (s->committing)
-		s->asked = true;
-	else
-		start_commit(s, us_engine_now(s->e));
-	return 0;
-}
-
-static uint64_t srv_next(const struct server *s)
-{
-	uint64_t t = s->next_periodic;
-
-	if (s->head < s->tail && s->q[s->head].at < t)
-		t = s->q[s->head].at;
-	if (s->committing && s->commit_end < t)
-		t = s->commit_end;
-	return t;
-}
-
-static void srv_run(struct server *s, uint64_t now)
-{
-	const struct sim_config *c = s->c;
-
-	while (s->head < s->tail && s->q[s->head].at <= now) {
-		struct req *r = &s->q[s->head++];
-		struct wstate *w = &s->w[r->writer];
-		uint64_t bs = c->wr[r->writer].bs;
-		size_t i;
-
-		s->txn++;
-		for (i = 0; i < r->n; i++) {
-			uint64_t k = us_buf_offset(r->bufs[i]) / bs;
-
-			if (k < w->nblocks) {
-				w->txn[k] = s->txn;
-				w->durable[k] = false;
-			}
-			s->uncommitted += us_buf_length(r->bufs[i]);
-			us_buf_write_done(r->bufs[i], US_WRITE_UNSTABLE, s->txn, 0);
-		}
-		free(r->bufs);
-		if (s->uncommitted >= c->backend.journal) {
-			if (s->committing)
-				s->asked = true;
-			else
-				start_commit(s, now);
-		}
-	}
-	if (s->committing && s->commit_end <= now) {
-		int i, d;
-		uint64_t k;
-		bool *hit = calloc((size_t)c->ndom, sizeof(*hit));
-
-		s->committing = false;
-		for (i = 0; i < c->nwr; i++) {
-			struct wstate *w = &s->w[i];
-			uint64_t end = (w->off + c->wr[i].bs - 1) / c->wr[i].bs;
-			bool contiguous = true;
-
-			/* Only the blocks not durable yet: from the first one. */
-			for (k = w->first_open; k < end && k < w->nblocks; k++) {
-				if (!w->durable[k] && w->txn[k] && w->txn[k] <= s->commit_txn) {
-					w->durable[k] = true;
-					if (hit)
-						hit[c->wr[i].domain] = true;
-				}
-				if (w->durable[k] && contiguous)
-					w->first_open = k + 1;
-				else
-					contiguous = false;
-			}
-		}
-		for (d = 0; hit && d < c->ndom; d++)
-			s->dom_commits[d] += hit[d];
-		free(hit);
-		if (s->commit_txn)
-			us_backend_commit_done(s->bk, s->commit_txn);
-		if (s->asked) {
-			s->asked = false;
-			start_commit(s, now);
-		}
-	}
-	while (now >= s->next_periodic) {
-		if (!s->committing)
-			start_commit(s, now);
-		s->next_periodic += c->backend.commit_interval;
-	}
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -274,9 +111,9 @@ int sim_domains_create(us_engine *e, const struct sim_config *c, us_domain **dom
 
 int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t len)
 {
-	struct us_backend_ops ops = { .size = sizeof(ops), .flush = srv_flush, .sync = srv_sync };
 	struct us_engine_options opts;
-	struct server s;
+	struct sim_srv s;
+	struct sim_srv_writer lay[SIM_MAX_WRITERS];
 	us_engine *e = NULL;
 	us_domain *dom[SIM_MAX_DOMAINS];
 	struct wstate w[SIM_MAX_WRITERS];
@@ -299,25 +136,21 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	}
 	memset(&s, 0, sizeof(s));
 	memset(w, 0, sizeof(w));
-	s.c = c;
-	s.w = w;
-	s.next_periodic = c->backend.commit_interval;
-	s.flushes = calloc(SIM_MAX_DOMAINS, sizeof(uint64_t));
-	s.dom_commits = calloc(SIM_MAX_DOMAINS, sizeof(uint64_t));
+	for (i = 0; i < c->nwr; i++)
+		lay[i] = (struct sim_srv_writer){ c->wr[i].bytes, c->wr[i].bs, c->wr[i].domain };
 	us_engine_options_init(&opts);
 	opts.clock = US_CLOCK_VIRTUAL;
 	opts.memory_bytes = c->memory;
-	if (!s.flushes || !s.dom_commits || us_engine_create(&opts, &e)) {
+	if (us_engine_create(&opts, &e)) {
 		FAIL("cannot create the engine");
 		goto out;
 	}
-	s.e = e;
 	/* The client knows its link's speed: the engine's first estimate of
 	 * the clean-out rate, before it has measured anything (all policies). */
 	if (us_engine_set_param(e, US_PARAM_INIT_BW, c->backend.bw) ||
 	    us_engine_set_param(e, US_PARAM_FORCE_COMMIT, c->policy == SIM_POLICY_UNSTABLE) ||
 	    us_engine_set_param(e, US_PARAM_MAX_FLUSH_BYTES, c->backend.rpc) ||
-	    us_backend_create(e, &ops, &s, &s.bk) ||
+	    sim_srv_init(&s, e, &c->backend, lay, c->nwr) ||
 	    us_backend_set_max_inflight(s.bk, c->backend.rpcs * c->backend.rpc)) {
 		FAIL("cannot set up the backend");
 		goto out;
@@ -327,11 +160,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		goto out;
 	}
 	for (i = 0; i < c->nwr; i++) {
-		w[i].nblocks = (c->wr[i].bytes + c->wr[i].bs - 1) / c->wr[i].bs;
-		w[i].txn = calloc(w[i].nblocks, sizeof(*w[i].txn));
-		w[i].durable = calloc(w[i].nblocks, sizeof(*w[i].durable));
-		if (!w[i].txn || !w[i].durable ||
-		    us_object_create(s.bk, dom[c->wr[i].domain], (void *)(intptr_t)i, &w[i].o)) {
+		/* The server knows the writer by its index. */
+		if (us_object_create(s.bk, dom[c->wr[i].domain], (void *)(intptr_t)i, &w[i].o)) {
 			FAIL("cannot create writer %d", i);
 			goto out;
 		}
@@ -373,7 +203,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			next_sample = now + (c->trace_every_ns ? c->trace_every_ns : 100 * MS);
 		}
 
-		srv_run(&s, now);
+		sim_srv_run(&s, now);
 		us_engine_poll(e, now, &next);
 		for (i = 0; i < c->nwr; i++) {
 			struct wstate *x = &w[i];
@@ -429,6 +259,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 				left--;
 				continue;
 			}
+			/* The writer writes the block: a new version of it. */
+			sim_srv_dirtied(&s, i, x->off);
 			g = us_buf_dirty(b, &pause);
 			us_buf_put(b);
 			x->off += bs;
@@ -457,8 +289,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		}
 		if (acted)
 			continue;
-		if (srv_next(&s) < t)
-			t = srv_next(&s);
+		if (sim_srv_next(&s) < t)
+			t = sim_srv_next(&s);
 		if (next > now && next < t)
 			t = next;
 		if (trace && next_sample > now && next_sample < t)
@@ -478,9 +310,9 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			for (k = 0; k < 10000000 && us_sync_done(y) == 0; k++) {
 				uint64_t t;
 
-				srv_run(&s, now);
+				sim_srv_run(&s, now);
 				us_engine_poll(e, now, &next);
-				t = srv_next(&s);
+				t = sim_srv_next(&s);
 				if (next > now && next < t)
 					t = next;
 				now = t > now ? t : now + MS;
@@ -491,7 +323,6 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 
 	for (i = 0; i < c->nwr; i++) {
 		struct sim_writer_result *wr = &r->wr[i];
-		uint64_t k;
 
 		wr->bytes = w[i].off;
 		wr->done_ns = w[i].done_ns - c->wr[i].start_ns;
@@ -501,9 +332,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			qsort(w[i].pauses, w[i].npauses, sizeof(uint64_t), cmp_u64);
 			wr->p99_pause_ns = w[i].pauses[(w[i].npauses * 99) / 100];
 		}
-		for (k = 0; k < w[i].nblocks && k * c->wr[i].bs < w[i].off; k++)
-			if (!w[i].durable[k])
-				wr->lost_bytes += c->wr[i].bs;
+		/* Measured: the blocks not at the server as last written. */
+		wr->lost_bytes = sim_srv_lost_bytes(&s, i, w[i].off);
 		wr->throughput = wr->done_ns ? (double)wr->bytes / ((double)wr->done_ns / SEC) : 0;
 		wr->ceiling = c->wr[i].rate ? c->wr[i].rate : SIM_COPY_RATE;
 		/* Writers share the backend: each may expect an equal share. */
@@ -538,15 +368,9 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	r->server_commits = s.commits;
 out:
 	for (i = 0; i < c->nwr; i++) {
-		free(w[i].txn);
-		free(w[i].durable);
 		free(w[i].pauses);
 	}
-	while (s.head < s.tail)
-		free(s.q[s.head++].bufs);
-	free(s.q);
-	free(s.flushes);
-	free(s.dom_commits);
+	sim_srv_fini(&s);
 	/* The engine may still hold data if the sync could not finish: its
 	 * memory goes with the process. */
 	if (e && us_engine_destroy(e) != 0 && rc == 0)

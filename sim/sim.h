@@ -1,7 +1,8 @@
 /*
  * unstable-sim: the engine against a simulated server and dd-like writers,
- * in virtual time (run.c), or in real time with real threads and memory
- * against the simulated server or a file (realtime.c) (DESIGN §9; issue 5).
+ * in virtual time (run.c, with the server of server.h), or in real time with
+ * real threads and memory against the simulated server or a file
+ * (realtime.c) (DESIGN §9; issue 5).
  *
  * SPDX-License-Identifier: MIT
  */

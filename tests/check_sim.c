@@ -1,13 +1,15 @@
 /*
- * unstable-sim's own logic: argument parsing and its errors, and short
- * scenarios that assert the invariants (no ENOMEM, peak charged within max,
- * no byte lost) — not the throughput targets, which belong to the
- * benchmark.
+ * unstable-sim's own logic: argument parsing and its errors, the simulated
+ * server of the virtual-time runs (its commit rules and its checksum
+ * accounting, driven directly with a small engine on a virtual clock), and
+ * short scenarios that assert the invariants (no ENOMEM, peak charged
+ * within max, no byte lost) — not the throughput targets, which belong to
+ * the benchmark.
  *
  * SPDX-License-Identifier: MIT
  */
 #define _GNU_SOURCE 1 /* mkdtemp */
-#include "sim.h"
+#include "server.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -16,6 +18,8 @@
 #include <unistd.h>
 
 #define MIB (1ull << 20)
+#define MS  1000000ull
+#define SEC 1000000000ull
 
 START_TEST(test_sizes_times_rates)
 {
@@ -81,6 +85,378 @@ START_TEST(test_specs)
 	ck_assert_int_eq(sim_parse_writer("zz,bytes=1G", &c, err, sizeof(err)), -1);
 	ck_assert_int_eq(sim_parse_writer("a,bs=1M", &c, err, sizeof(err)), -1); /* no bytes */
 	ck_assert_int_eq(c.nwr, 1);
+}
+END_TEST
+
+/*
+ * The server alone (server.c), with a small engine in polled mode on a
+ * virtual clock: writers of 1 MiB blocks in the root domain of a 1 GiB
+ * engine, far below every threshold, and the engine's own expiry of dirty
+ * and unstable data pushed past the tests' horizon, so that the engine
+ * starts nothing on its own (the tests check it asked for no commit) and
+ * every write and commit is the test's doing or the server's.
+ */
+struct rig {
+	us_engine *e;
+	struct sim_srv s;
+	us_object *o[2];
+	uint64_t now;
+};
+
+static void rig_init(struct rig *g, const struct sim_backend *b, int nwr, uint64_t bytes)
+{
+	struct us_engine_options opts;
+	struct sim_srv_writer w[2];
+	int i;
+
+	memset(g, 0, sizeof(*g));
+	us_engine_options_init(&opts);
+	opts.clock = US_CLOCK_VIRTUAL;
+	opts.memory_bytes = 1ull << 30;
+	ck_assert_int_eq(us_engine_create(&opts, &g->e), 0);
+	ck_assert_int_eq(us_engine_set_param(g->e, US_PARAM_DIRTY_EXPIRE_NS, 1000 * SEC), 0);
+	ck_assert_int_eq(us_engine_set_param(g->e, US_PARAM_COMMIT_INTERVAL_NS, 1000 * SEC), 0);
+	for (i = 0; i < nwr; i++)
+		w[i] = (struct sim_srv_writer){ .bytes = bytes, .bs = MIB, .domain = 0 };
+	ck_assert_int_eq(sim_srv_init(&g->s, g->e, b, w, nwr), 0);
+	for (i = 0; i < nwr; i++)
+		ck_assert_int_eq(us_object_create(g->s.bk, NULL, (void *)(intptr_t)i, &g->o[i]), 0);
+}
+
+/* A backend of 1 GiB/s, 1 ms per request; commits as the test says. */
+static struct sim_backend rig_backend(uint64_t interval, uint64_t lat, uint64_t journal)
+{
+	return (struct sim_backend){ .bw = 1ull << 30,
+				     .lat_ns = MS,
+				     .rpcs = 8,
+				     .rpc = 4 * MIB,
+				     .commit_interval = interval,
+				     .commit_lat = lat,
+				     .journal = journal };
+}
+
+/* Moves the clock to t, through every event of the server on the way. */
+static void rig_to(struct rig *g, uint64_t t)
+{
+	for (;;) {
+		uint64_t n = sim_srv_next(&g->s);
+
+		if (n > t)
+			break;
+		g->now = n > g->now ? n : g->now;
+		us_engine_poll(g->e, g->now, NULL);
+		sim_srv_run(&g->s, g->now);
+		us_engine_poll(g->e, g->now, NULL);
+	}
+	g->now = t > g->now ? t : g->now;
+	us_engine_poll(g->e, g->now, NULL);
+	sim_srv_run(&g->s, g->now);
+	us_engine_poll(g->e, g->now, NULL);
+}
+
+/* Writer w writes its block k (a new version of it). */
+static void rig_write(struct rig *g, int w, uint64_t k)
+{
+	uint64_t len = g->s.wr[w].bytes - k * MIB < MIB ? g->s.wr[w].bytes - k * MIB : MIB;
+	uint64_t pause = 0;
+	us_buf *b;
+
+	ck_assert_int_ge(us_buf_get(g->o[w], k * MIB, len, US_GET_NODATA | US_GET_NOWAIT, &b), 0);
+	sim_srv_dirtied(&g->s, w, k * MIB);
+	ck_assert_int_eq(us_buf_dirty(b, &pause), 0);
+	ck_assert_int_eq(us_buf_put(b), 0);
+}
+
+/* Writes back writer w's block k now: one request. */
+static void rig_flush(struct rig *g, int w, uint64_t k)
+{
+	ck_assert_int_eq(us_object_flush(g->o[w], k * MIB, MIB, 0), 1);
+}
+
+static int rig_state(struct rig *g, int w, uint64_t k)
+{
+	us_buf *b;
+	int st;
+
+	ck_assert_int_eq(us_buf_lookup(g->o[w], k * MIB, &b), 0);
+	st = us_buf_state(b);
+	ck_assert_int_eq(us_buf_put(b), 0);
+	return st;
+}
+
+static uint64_t rig_engine_syncs(struct rig *g)
+{
+	struct us_backend_stats bs = { .size = sizeof(bs) };
+
+	ck_assert_int_eq(us_backend_stats(g->s.bk, &bs), 0);
+	return bs.commit_calls + bs.sync_calls;
+}
+
+/* The final sync: everything written reaches the server, durably. */
+static void rig_fini(struct rig *g)
+{
+	us_sync *y;
+	int i, n;
+
+	ck_assert_int_eq(us_domain_sync_start(us_engine_root(g->e), NULL, NULL, &y), 0);
+	for (n = 0; us_sync_done(y) == 0; n++) {
+		uint64_t next = UINT64_MAX, t;
+
+		ck_assert_int_lt(n, 100000);
+		us_engine_poll(g->e, g->now, &next);
+		t = sim_srv_next(&g->s);
+		if (next > g->now && next < t)
+			t = next;
+		rig_to(g, t > g->now ? t : g->now + MS);
+	}
+	ck_assert_int_eq(us_sync_free(y), 0);
+	for (i = 0; i < g->s.nwr; i++)
+		ck_assert_uint_eq(sim_srv_lost_bytes(&g->s, i, 0), 0);
+	ck_assert_int_eq(us_engine_destroy(g->e), 0);
+	sim_srv_fini(&g->s);
+}
+
+/* (a) With nothing else to trigger one, a commit every commit_interval,
+ * each lasting commit_lat and then reported to the engine. */
+START_TEST(test_srv_periodic)
+{
+	struct sim_backend b = rig_backend(1 * SEC, 10 * MS, 1ull << 40);
+	struct rig g;
+	uint64_t i;
+
+	rig_init(&g, &b, 1, 8 * MIB);
+	ck_assert_uint_eq(sim_srv_next(&g.s), 1 * SEC);
+	/* Something to commit: written and acknowledged, not durable. */
+	rig_write(&g, 0, 0);
+	rig_flush(&g, 0, 0);
+	rig_to(&g, 10 * MS);
+	ck_assert_uint_eq(g.s.txn, 1);
+	ck_assert_int_eq(rig_state(&g, 0, 0), US_BUF_UNSTABLE);
+	ck_assert(!sim_srv_block_durable(&g.s, 0, 0));
+	for (i = 1; i <= 10; i++) {
+		rig_to(&g, i * SEC - 1);
+		ck_assert_uint_eq(g.s.commits, i - 1);
+		rig_to(&g, i * SEC);
+		ck_assert_uint_eq(g.s.commits, i);
+		ck_assert(g.s.committing);
+		ck_assert_uint_eq(sim_srv_next(&g.s), i * SEC + 10 * MS);
+		rig_to(&g, i * SEC + 10 * MS - 1);
+		ck_assert(g.s.committing);
+		if (i == 1)
+			ck_assert_int_eq(rig_state(&g, 0, 0), US_BUF_UNSTABLE);
+		rig_to(&g, i * SEC + 10 * MS);
+		ck_assert(!g.s.committing);
+		ck_assert_int_eq(rig_state(&g, 0, 0), US_BUF_CLEAN);
+		ck_assert(sim_srv_block_durable(&g.s, 0, 0));
+	}
+	/* A clock that jumps over several intervals gives one commit, not a
+	 * burst, and the next one stays on the grid. */
+	g.now = 13 * SEC + 500 * MS;
+	us_engine_poll(g.e, g.now, NULL);
+	sim_srv_run(&g.s, g.now);
+	ck_assert_uint_eq(g.s.commits, 11);
+	ck_assert_uint_eq(sim_srv_next(&g.s), 13 * SEC + 510 * MS);
+	rig_to(&g, 13 * SEC + 510 * MS);
+	ck_assert_uint_eq(sim_srv_next(&g.s), 14 * SEC);
+	ck_assert_uint_eq(rig_engine_syncs(&g), 0);
+	rig_fini(&g);
+}
+END_TEST
+
+/* (b) A commit starts when journal bytes are uncommitted, not before. */
+START_TEST(test_srv_journal_full)
+{
+	struct sim_backend b = rig_backend(100 * SEC, 20 * MS, 4 * MIB);
+	struct rig g;
+	uint64_t k, txn;
+
+	rig_init(&g, &b, 1, 8 * MIB);
+	for (k = 0; k < 3; k++) {
+		rig_write(&g, 0, k);
+		rig_flush(&g, 0, k);
+	}
+	rig_to(&g, 1 * SEC);
+	ck_assert_uint_eq(g.s.txn, 3);
+	ck_assert_uint_eq(g.s.uncommitted, 3 * MIB);
+	ck_assert_uint_eq(g.s.commits, 0);
+	ck_assert(!g.s.committing);
+	/* The fourth MiB fills the journal the instant it lands. */
+	rig_write(&g, 0, 3);
+	rig_flush(&g, 0, 3);
+	txn = g.s.q[g.s.head].at;
+	rig_to(&g, txn - 1);
+	ck_assert_uint_eq(g.s.commits, 0);
+	rig_to(&g, txn);
+	ck_assert_uint_eq(g.s.commits, 1);
+	ck_assert(g.s.committing);
+	ck_assert_uint_eq(g.s.commit_txn, 4);
+	ck_assert_uint_eq(g.s.uncommitted, 0);
+	rig_to(&g, txn + 20 * MS);
+	ck_assert(!g.s.committing);
+	for (k = 0; k < 4; k++) {
+		ck_assert_int_eq(rig_state(&g, 0, k), US_BUF_CLEAN);
+		ck_assert(sim_srv_block_durable(&g.s, 0, k));
+	}
+	/* Less than a journal since: nothing more. */
+	rig_write(&g, 0, 4);
+	rig_flush(&g, 0, 4);
+	rig_to(&g, 50 * SEC);
+	ck_assert_uint_eq(g.s.commits, 1);
+	ck_assert_uint_eq(rig_engine_syncs(&g), 0);
+	rig_fini(&g);
+}
+END_TEST
+
+/* (c) Syncs while a commit runs give exactly one more commit after it. */
+START_TEST(test_srv_sync_in_flight)
+{
+	struct sim_backend b = rig_backend(100 * SEC, 50 * MS, 1ull << 40);
+	struct rig g;
+
+	rig_init(&g, &b, 1, 8 * MIB);
+	rig_to(&g, 1 * SEC);
+	ck_assert_int_eq(sim_srv_sync(&g.s, g.s.bk, US_REASON_USER), 0);
+	ck_assert_uint_eq(g.s.commits, 1);
+	ck_assert_uint_eq(g.s.commit_end, 1 * SEC + 50 * MS);
+	rig_to(&g, 1 * SEC + 10 * MS);
+	ck_assert_int_eq(sim_srv_sync(&g.s, g.s.bk, US_REASON_USER), 0);
+	ck_assert_int_eq(sim_srv_sync(&g.s, g.s.bk, US_REASON_SYNC), 0);
+	rig_to(&g, 1 * SEC + 20 * MS);
+	ck_assert_int_eq(sim_srv_sync(&g.s, g.s.bk, US_REASON_RECLAIM), 0);
+	ck_assert_uint_eq(g.s.commits, 1);
+	/* The second starts when the first ends ... */
+	rig_to(&g, 1 * SEC + 50 * MS);
+	ck_assert_uint_eq(g.s.commits, 2);
+	ck_assert(g.s.committing);
+	ck_assert_uint_eq(g.s.commit_end, 1 * SEC + 100 * MS);
+	/* ... and nothing follows it. */
+	rig_to(&g, 1 * SEC + 100 * MS);
+	ck_assert(!g.s.committing);
+	rig_to(&g, 99 * SEC);
+	ck_assert_uint_eq(g.s.commits, 2);
+	/* A sync with none running starts one at once, and only one. */
+	ck_assert_int_eq(sim_srv_sync(&g.s, g.s.bk, US_REASON_USER), 0);
+	ck_assert_uint_eq(g.s.commits, 3);
+	rig_to(&g, 99 * SEC + 500 * MS);
+	ck_assert_uint_eq(g.s.commits, 3);
+	rig_fini(&g);
+}
+END_TEST
+
+/* (d) A commit covers the writes acknowledged before it started; those
+ * acknowledged while it runs wait for the next one, a new version of a
+ * block it covered an older write of included. */
+START_TEST(test_srv_commit_covers)
+{
+	struct sim_backend b = rig_backend(100 * SEC, 50 * MS, 1ull << 40);
+	struct rig g;
+
+	rig_init(&g, &b, 2, 8 * MIB);
+	rig_write(&g, 0, 0);
+	rig_flush(&g, 0, 0);
+	rig_write(&g, 0, 1);
+	rig_flush(&g, 0, 1);
+	rig_to(&g, 1 * SEC);
+	ck_assert_uint_eq(g.s.txn, 2);
+	ck_assert_int_eq(rig_state(&g, 0, 0), US_BUF_UNSTABLE);
+	/* The commit starts covering txns 1 and 2; while it runs, writer 1's
+	 * block and a new version of writer 0's block 1 land (3 and 4). */
+	ck_assert_int_eq(sim_srv_sync(&g.s, g.s.bk, US_REASON_USER), 0);
+	ck_assert_uint_eq(g.s.commit_txn, 2);
+	rig_write(&g, 1, 0);
+	rig_flush(&g, 1, 0);
+	rig_write(&g, 0, 1);
+	rig_flush(&g, 0, 1);
+	rig_to(&g, 1 * SEC + 10 * MS);
+	ck_assert_uint_eq(g.s.txn, 4);
+	ck_assert(g.s.committing);
+	ck_assert_int_eq(rig_state(&g, 1, 0), US_BUF_UNSTABLE);
+	ck_assert_int_eq(rig_state(&g, 0, 1), US_BUF_UNSTABLE);
+	rig_to(&g, 1 * SEC + 50 * MS);
+	ck_assert(!g.s.committing);
+	ck_assert_int_eq(rig_state(&g, 0, 0), US_BUF_CLEAN);
+	ck_assert(sim_srv_block_durable(&g.s, 0, 0));
+	ck_assert_int_eq(rig_state(&g, 1, 0), US_BUF_UNSTABLE);
+	ck_assert(!sim_srv_block_durable(&g.s, 1, 0));
+	ck_assert_int_eq(rig_state(&g, 0, 1), US_BUF_UNSTABLE);
+	ck_assert(!sim_srv_block_durable(&g.s, 0, 1));
+	ck_assert_uint_eq(sim_srv_lost_bytes(&g.s, 0, 0), MIB);
+	ck_assert_uint_eq(sim_srv_lost_bytes(&g.s, 1, 0), MIB);
+	/* Until the next commit, however long. */
+	rig_to(&g, 99 * SEC);
+	ck_assert(!sim_srv_block_durable(&g.s, 1, 0));
+	ck_assert(!sim_srv_block_durable(&g.s, 0, 1));
+	ck_assert_int_eq(rig_state(&g, 1, 0), US_BUF_UNSTABLE);
+	rig_to(&g, 100 * SEC + 50 * MS);
+	ck_assert_uint_eq(g.s.commits, 2);
+	ck_assert(sim_srv_block_durable(&g.s, 1, 0));
+	ck_assert(sim_srv_block_durable(&g.s, 0, 1));
+	ck_assert_int_eq(rig_state(&g, 1, 0), US_BUF_CLEAN);
+	ck_assert_int_eq(rig_state(&g, 0, 1), US_BUF_CLEAN);
+	ck_assert_uint_eq(sim_srv_lost_bytes(&g.s, 0, 0) + sim_srv_lost_bytes(&g.s, 1, 0), 0);
+	ck_assert_uint_eq(rig_engine_syncs(&g), 0);
+	rig_fini(&g);
+}
+END_TEST
+
+/*
+ * (e) The checksum accounting. Writer 0 of 5.5 MiB: block 0 flushed and
+ * committed (not lost); block 1 rewritten after its write landed, block 2
+ * rewritten while its write was in flight, neither flushed again (lost,
+ * though a commit covered their older writes); block 3 flushed, not
+ * committed (lost); block 4 never flushed (lost); block 5, half a MiB,
+ * rewritten in flight and flushed again before the commit (not lost).
+ */
+START_TEST(test_srv_checksums)
+{
+	struct sim_backend b = rig_backend(100 * SEC, 50 * MS, 1ull << 40);
+	struct rig g;
+	uint64_t k;
+
+	rig_init(&g, &b, 1, 5 * MIB + MIB / 2);
+	ck_assert_uint_ne(sim_srv_checksum(0, 1, 1), sim_srv_checksum(0, 1, 2));
+	ck_assert_uint_ne(sim_srv_checksum(0, 1, 1), sim_srv_checksum(1, 1, 1));
+	ck_assert_uint_ne(sim_srv_checksum(0, 1, 1), sim_srv_checksum(0, 2, 1));
+	ck_assert_uint_eq(sim_srv_lost_bytes(&g.s, 0, 0), 0); /* nothing written */
+	/* Blocks the writer says it wrote and the server never heard of. */
+	ck_assert_uint_eq(sim_srv_lost_bytes(&g.s, 0, 2 * MIB), 2 * MIB);
+	for (k = 0; k < 6; k++)
+		rig_write(&g, 0, k);
+	ck_assert_uint_eq(sim_srv_lost_bytes(&g.s, 0, 0), 5 * MIB + MIB / 2);
+	rig_flush(&g, 0, 0);
+	rig_flush(&g, 0, 1);
+	rig_to(&g, 1 * SEC);
+	rig_write(&g, 0, 1); /* UNSTABLE: dirty again */
+	ck_assert_int_eq(rig_state(&g, 0, 1), US_BUF_DIRTY);
+	rig_flush(&g, 0, 2);
+	rig_flush(&g, 0, 5);
+	rig_write(&g, 0, 2); /* in WRITEBACK: redirtied */
+	rig_write(&g, 0, 5);
+	ck_assert_int_eq(rig_state(&g, 0, 2), US_BUF_WRITEBACK);
+	rig_to(&g, 2 * SEC);
+	ck_assert_int_eq(rig_state(&g, 0, 2), US_BUF_DIRTY);
+	rig_flush(&g, 0, 5);
+	rig_to(&g, 3 * SEC);
+	ck_assert_uint_eq(g.s.txn, 5);
+	ck_assert_int_eq(sim_srv_sync(&g.s, g.s.bk, US_REASON_USER), 0);
+	rig_flush(&g, 0, 3); /* lands during the commit */
+	rig_to(&g, 4 * SEC);
+	ck_assert_uint_eq(g.s.txn, 6);
+	ck_assert_uint_eq(g.s.commits, 1);
+	ck_assert(sim_srv_block_durable(&g.s, 0, 0));
+	ck_assert(!sim_srv_block_durable(&g.s, 0, 1));
+	ck_assert(!sim_srv_block_durable(&g.s, 0, 2));
+	ck_assert(!sim_srv_block_durable(&g.s, 0, 3));
+	ck_assert(!sim_srv_block_durable(&g.s, 0, 4));
+	ck_assert(sim_srv_block_durable(&g.s, 0, 5));
+	/* The commit did cover the older writes of blocks 1 and 2. */
+	ck_assert_uint_eq(g.s.blk[0][1].durable, sim_srv_checksum(0, 1, 1));
+	ck_assert_uint_eq(g.s.blk[0][2].durable, sim_srv_checksum(0, 2, 1));
+	ck_assert_uint_eq(sim_srv_lost_bytes(&g.s, 0, 0), 4 * MIB);
+	ck_assert_uint_eq(sim_srv_lost_bytes(&g.s, 0, 5 * MIB + MIB / 2), 4 * MIB);
+	/* The final sync writes and commits what is left: nothing lost. */
+	ck_assert_uint_eq(rig_engine_syncs(&g), 0);
+	rig_fini(&g);
 }
 END_TEST
 
@@ -312,6 +688,11 @@ int main(void)
 
 	tcase_add_test(tc, test_sizes_times_rates);
 	tcase_add_test(tc, test_specs);
+	tcase_add_test(tc, test_srv_periodic);
+	tcase_add_test(tc, test_srv_journal_full);
+	tcase_add_test(tc, test_srv_sync_in_flight);
+	tcase_add_test(tc, test_srv_commit_covers);
+	tcase_add_test(tc, test_srv_checksums);
 	tcase_add_test(tc, test_short_runs);
 	tcase_add_test(tc, test_seed_kinds);
 	tcase_add_test(tc, test_realtime_sim);
