@@ -21,12 +21,16 @@ int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budge
 	struct us_tnode *t;
 	us_engine *e = o->engine;
 	uint64_t got = 0;
+	size_t ndirty;
 
 	memset(bt, 0, sizeof(*bt));
 	*bytes = 0;
 	if (!o->ndirty)
 		return 0;
-	bt->cap = (size_t)o->ndirty;
+	/* Sized by what is taken, not by all of o's dirty buffers: a flush
+	 * within a budget costs what it hands over (grown by doubling). */
+	ndirty = (size_t)o->ndirty; /* o->ndirty falls as buffers are taken */
+	bt->cap = ndirty < 64 ? ndirty : 64;
 	bt->bufs = us__meta_alloc(e, bt->cap * sizeof(*bt->bufs));
 	if (!bt->bufs)
 		return -ENOMEM;
@@ -35,12 +39,26 @@ int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budge
 	bt->gen = ++e->wb_gen;
 	/* The dirty buffers wholly inside [start, end), ascending offset:
 	 * the index finds each next dirty one without visiting clean ones. */
-	for (t = us__tree_find_ge_marked(o->root, start); t && bt->n < bt->cap;) {
+	for (t = us__tree_find_ge_marked(o->root, start); t;) {
 		us_buf *b = us_container_of(t, us_buf, node);
 		uint64_t bend = t->key + b->length;
 
 		if (bend > end)
 			break;
+		if (bt->n == bt->cap) {
+			size_t cap = bt->cap * 2 < ndirty ? bt->cap * 2 : ndirty;
+			us_buf **bufs;
+
+			if (cap <= bt->cap)
+				break; /* every dirty buffer of o is taken */
+			bufs = us__meta_alloc(e, cap * sizeof(*bufs));
+			if (!bufs)
+				break; /* hand over what is taken; the rest waits */
+			memcpy(bufs, bt->bufs, bt->n * sizeof(*bufs));
+			us__meta_free(e, bt->bufs, bt->cap * sizeof(*bt->bufs));
+			bt->bufs = bufs;
+			bt->cap = cap;
+		}
 		assert(b->state == US_BUF_DIRTY);
 		if (b->refs < UINT32_MAX) {
 			if (got + b->length > budget && !(force && bt->n == 0))
