@@ -71,7 +71,7 @@ static int cgroup_of(struct ufs *fs, pid_t pid, char *out, size_t len)
 		if (!ctl || !(path = strchr(ctl + 1, ':')))
 			continue;
 		*path++ = '\0';
-		ctl++;
+		*ctl++ = '\0'; /* line: the hierarchy id alone ("0" on v2) */
 		path[strcspn(path, "\n")] = '\0';
 		if (fs->cg_version == 1) {
 			char *tok, *save = NULL;

@@ -157,8 +157,18 @@ static int ufs_commit_cb(void *ctx, us_object *obj, enum us_reason reason)
 	uint64_t seq = atomic_load(&fs->seq);
 
 	(void)reason;
-	if (fdatasync(ino->fd) != 0)
-		return -errno;
+	if (fdatasync(ino->fd) != 0) {
+		int err = -errno;
+
+		/*
+		 * Linux reports a writeback error once and may drop the pages:
+		 * a second fdatasync could succeed with the data gone. So the
+		 * cache rewrites everything not yet committed, from its own
+		 * copy, before any commit can count it durable.
+		 */
+		us_backend_commit_lost(us_object_backend(obj));
+		return err;
+	}
 	if (seq)
 		us_object_commit_done(obj, seq);
 	return 0;
@@ -356,7 +366,12 @@ static void inode_put(struct ufs *fs, struct ufs_inode *ino)
 		since = us_object_errseq(ino->obj);
 		us_object_sync(ino->obj, &since);
 	}
-	rc = us_object_destroy(ino->obj);
+	/* -EBUSY while a flusher's call on it is still returning: brief. */
+	for (int tries = 0; (rc = us_object_destroy(ino->obj)) == -EBUSY && tries < 1000; tries++) {
+		struct timespec ms = { 0, 1000000 };
+
+		nanosleep(&ms, NULL);
+	}
 
 	pthread_mutex_lock(&fs->itable_lock);
 	ino->closing = false;

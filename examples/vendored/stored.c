@@ -96,6 +96,7 @@ static int disk_flush(void *ctx, us_object *o, us_buf *const *bufs, size_t n, ui
 
 	(void)len;
 	(void)reason;
+	(void)off;
 	for (i = 0; i < n; i++) {
 		uint64_t l = us_buf_length(bufs[i]), done = 0;
 		const char *p = us_buf_data(bufs[i]);
@@ -103,19 +104,20 @@ static int disk_flush(void *ctx, us_object *o, us_buf *const *bufs, size_t n, ui
 		while (done < l) {
 			ssize_t w = pwrite(fd_of(o), p + done, l - done,
 					   (off_t)(us_buf_offset(bufs[i]) + done));
+			int err = w < 0 ? -errno : -ENOSPC;
 
 			if (w < 0 && errno == EINTR)
 				continue;
 			if (w <= 0) {
-				/* Transient: the engine keeps the data and
-				 * retries with backoff. */
-				for (; i < n; i++)
-					us_buf_write_done(bufs[i], US_WRITE_ERROR, 0, -errno);
+				/* Transient for the whole run (none of it
+				 * is reported yet): the engine keeps the data
+				 * and retries with backoff. */
+				for (i = 0; i < n; i++)
+					us_buf_write_done(bufs[i], US_WRITE_ERROR, 0, err);
 				return 0;
 			}
 			done += (uint64_t)w;
 		}
-		(void)off;
 	}
 	/* In the file, not durable: unstable until an fdatasync. */
 	seq = atomic_fetch_add(&d->seq, 1) + 1;
@@ -132,8 +134,14 @@ static int disk_commit(void *ctx, us_object *o, enum us_reason reason)
 	uint64_t seq = atomic_load(&d->seq);
 
 	(void)reason;
-	if (fdatasync(fd_of(o)) != 0)
-		return -errno;
+	if (fdatasync(fd_of(o)) != 0) {
+		int err = -errno;
+
+		/* The kernel may have dropped the failed pages: rewrite every
+		 * unstable buffer from the cache rather than retry the sync. */
+		us_backend_commit_lost(us_object_backend(o));
+		return err;
+	}
 	atomic_fetch_add(&d->commits, 1);
 	return us_object_commit_done(o, seq) < 0 ? -EIO : 0;
 }
