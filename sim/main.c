@@ -43,7 +43,9 @@ static const char *usage =
 	"  when the filesystem takes it, fdatasync as commit; rpcs= and rpc= of --backend still\n"
 	"  apply). Reports peak RSS beside peak charged. It runs --scenario memcg and custom\n"
 	"  --domain/--writer runs whose payload fits in half of the memory; the Lustre scenarios\n"
-	"  (hundreds of GiB) and --trace are virtual time only.\n";
+	"  (hundreds of GiB) and --trace are virtual time only.\n"
+	"--seed N: the payload pattern of --realtime runs (checked byte for byte at the end);\n"
+	"  the virtual-time model has no randomness, so its runs are the same for every seed.\n";
 
 /* How a run is made: in virtual time, or in real time against the simulated
  * server (file NULL) or a file. */
