@@ -149,3 +149,30 @@ uint64_t sim_commit_next(const struct sim_commit *m)
 		t = m->end;
 	return t;
 }
+
+void sim_result_fill(struct sim_result *r, const struct sim_config *c, us_domain *const *dom,
+		     us_backend *bk, const uint64_t *dom_commits, const uint64_t *flushes,
+		     uint64_t server_commits)
+{
+	struct us_backend_stats bs = { .size = sizeof(bs) };
+	double sum = 0, sq = 0;
+	int i;
+
+	for (i = 0; i < c->nwr; i++) {
+		sum += r->wr[i].throughput;
+		sq += r->wr[i].throughput * r->wr[i].throughput;
+	}
+	r->jain = sq > 0 ? sum * sum / (c->nwr * sq) : 1;
+	for (i = 0; i < c->ndom; i++) {
+		struct us_domain_stats st = { .size = sizeof(st) };
+
+		us_domain_stats(dom[i], &st);
+		r->dom[i].peak_charged = st.peak_charged_bytes;
+		r->dom[i].enomem = st.enomem;
+		r->dom[i].commits = dom_commits[i];
+		r->dom[i].flushes = flushes[i];
+	}
+	us_backend_stats(bk, &bs);
+	r->commits_asked = bs.commit_calls + bs.sync_calls;
+	r->server_commits = server_commits;
+}

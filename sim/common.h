@@ -112,4 +112,18 @@ bool sim_commit_periodic(struct sim_commit *m, uint64_t now);
 /* The next time at which a commit starts or ends by itself. */
 uint64_t sim_commit_next(const struct sim_commit *m);
 
+/* ------------------------------------------------------------------------ */
+/* The result                                                                 */
+
+/*
+ * What both modes report alike, once the writers' throughput is in r: the
+ * Jain index over the c->nwr writers, per domain of dom[0..c->ndom) its
+ * peak charged bytes and ENOMEM count (the engine's), its commits and
+ * flushes (the server's counts), the commits the engine asked of backend
+ * bk and the commits the server made.
+ */
+void sim_result_fill(struct sim_result *r, const struct sim_config *c, us_domain *const *dom,
+		     us_backend *bk, const uint64_t *dom_commits, const uint64_t *flushes,
+		     uint64_t server_commits);
+
 #endif

@@ -916,8 +916,6 @@ out:
 	if (rc == 0 && s->file && file_verify(s, err, len))
 		rc = -1;
 	if (rc == 0) {
-		double sum = 0, sq = 0;
-
 		for (i = 0; i < c->nwr; i++) {
 			struct sim_writer_result *wr = &r->wr[i];
 			struct writer *w = &s->w[i];
@@ -965,27 +963,10 @@ out:
 			if (wr->ceiling == UINT64_MAX)
 				wr->ceiling = 0;
 			wr->ratio = wr->ceiling ? wr->throughput / (double)wr->ceiling : 0;
-			sum += wr->throughput;
-			sq += wr->throughput * wr->throughput;
 		}
-		r->jain = sq > 0 ? sum * sum / (c->nwr * sq) : 1;
-		for (i = 0; i < c->ndom; i++) {
-			struct us_domain_stats st = { .size = sizeof(st) };
-
-			us_domain_stats(dom[i], &st);
-			r->dom[i].peak_charged = st.peak_charged_bytes;
-			r->dom[i].enomem = st.enomem;
-			r->dom[i].commits = s->dom_commits[i];
-			r->dom[i].flushes = s->flushes[i];
-			r->dom[i].over_max = st.peak_charged_bytes > c->dom[i].max;
-		}
-		{
-			struct us_backend_stats bs = { .size = sizeof(bs) };
-
-			us_backend_stats(s->bk, &bs);
-			r->commits_asked = bs.commit_calls + bs.sync_calls;
-		}
-		r->server_commits = s->cm.commits;
+		sim_result_fill(r, c, dom, s->bk, s->dom_commits, s->flushes, s->cm.commits);
+		for (i = 0; i < c->ndom; i++)
+			r->dom[i].over_max = r->dom[i].peak_charged > c->dom[i].max;
 		if (s->file) {
 			r->file_bytes = s->bytes;
 			r->direct_bytes = s->direct_bytes;

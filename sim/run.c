@@ -313,31 +313,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			wr->ceiling = c->backend.bw / (uint64_t)c->nwr;
 		wr->ratio = wr->throughput / (double)wr->ceiling;
 	}
-	{
-		double sum = 0, sq = 0;
-
-		for (i = 0; i < c->nwr; i++) {
-			sum += r->wr[i].throughput;
-			sq += r->wr[i].throughput * r->wr[i].throughput;
-		}
-		r->jain = sq > 0 ? sum * sum / (c->nwr * sq) : 1;
-	}
-	for (i = 0; i < c->ndom; i++) {
-		struct us_domain_stats st = { .size = sizeof(st) };
-
-		us_domain_stats(dom[i], &st);
-		r->dom[i].peak_charged = st.peak_charged_bytes;
-		r->dom[i].enomem = st.enomem;
-		r->dom[i].commits = s.dom_commits[i];
-		r->dom[i].flushes = s.flushes[i];
-	}
-	{
-		struct us_backend_stats bs = { .size = sizeof(bs) };
-
-		us_backend_stats(s.bk, &bs);
-		r->commits_asked = bs.commit_calls + bs.sync_calls;
-	}
-	r->server_commits = s.cm.commits;
+	sim_result_fill(r, c, dom, s.bk, s.dom_commits, s.flushes, s.cm.commits);
 out:
 	for (i = 0; i < c->nwr; i++)
 		sim_pauses_free(&w[i].pauses);
