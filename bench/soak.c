@@ -51,14 +51,6 @@ static atomic_bool stop;
 static atomic_uint_fast64_t nwrites, nenomem, over_max;
 static int soak_writers = 8;
 
-static uint64_t rnd(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -100,8 +92,8 @@ static void *writer(void *arg)
 		 * belongs to writer b % writers): each writer's last write is
 		 * the one that must be durable. */
 		int w = (int)(uintptr_t)arg, rc;
-		struct sobj *so = &objs[rnd(&rng) % NOBJ];
-		uint64_t blk = rnd(&rng) % so->nblocks, v = rnd(&rng), j;
+		struct sobj *so = &objs[fb_rand(&rng) % NOBJ];
+		uint64_t blk = fb_rand(&rng) % so->nblocks, v = fb_rand(&rng), j;
 		unsigned char *data;
 		us_buf *b;
 

@@ -55,7 +55,7 @@
  * allows it; it is reported beside the root domain's peak charged bytes.
  */
 #define _GNU_SOURCE 1
-#include "sim.h"
+#include "common.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -159,9 +159,7 @@ struct writer {
 	us_object *o;
 	uint64_t key, base; /* pattern key; its region of the file */
 	uint64_t off, start, done, enomem;
-	uint64_t *pauses;
-	size_t npauses, cap;
-	uint64_t max_pause;
+	struct sim_pauses pauses;
 	struct block *blk; /* simulated server: per block */
 	uint64_t nblocks;
 	uint64_t lost; /* file: bytes that differ when read back */
@@ -175,12 +173,6 @@ struct req {
 	size_t n;
 	int writer;
 	uint64_t off, len, at; /* at: when the simulated server answers */
-};
-
-/* Blocks a commit may make durable, in transaction order. */
-struct landed {
-	int writer;
-	uint64_t k, txn;
 };
 
 struct rt {
@@ -198,13 +190,11 @@ struct rt {
 	size_t head, tail, cap;
 	uint64_t flushes[SIM_MAX_DOMAINS], dom_commits[SIM_MAX_DOMAINS];
 	bool touched[SIM_MAX_DOMAINS]; /* written since the last commit started */
-	uint64_t commits;
+	struct sim_commit cm;	       /* the file: only cm.commits (fdatasyncs) */
 
 	/* The simulated server. */
-	uint64_t busy_until, txn, uncommitted, commit_end, commit_txn, next_periodic;
-	bool committing, asked;
-	struct landed *land; /* its thread only */
-	size_t lhead, ltail, lcap;
+	uint64_t busy_until;
+	struct sim_landq land; /* its thread only */
 
 	/* The file. */
 	int fd, dfd;
@@ -218,45 +208,15 @@ struct rt {
 	bool server_started;
 };
 
-static void record_pause(struct writer *w, uint64_t p)
-{
-	if (p > w->max_pause)
-		w->max_pause = p;
-	if (w->npauses == w->cap) {
-		size_t cap = w->cap ? 2 * w->cap : 1024;
-		uint64_t *n = realloc(w->pauses, cap * sizeof(*n));
-
-		if (!n)
-			return;
-		w->pauses = n;
-		w->cap = cap;
-	}
-	w->pauses[w->npauses++] = p;
-}
-
 /* Queues a flush call (the lock held). */
 static int enqueue(struct rt *s, us_object *o, us_buf *const *bufs, size_t n, uint64_t off,
 		   uint64_t len)
 {
-	struct req *r;
+	struct req *r, *q = sim_fifo_room(s->q, sizeof(*s->q), &s->head, &s->tail, &s->cap, 256);
 
-	if (s->tail == s->cap) {
-		/* Slide the live part to the front before growing. */
-		if (s->head) {
-			memmove(s->q, s->q + s->head, (s->tail - s->head) * sizeof(*s->q));
-			s->tail -= s->head;
-			s->head = 0;
-		}
-		if (s->tail == s->cap) {
-			size_t cap = s->cap ? 2 * s->cap : 256;
-			struct req *q = realloc(s->q, cap * sizeof(*q));
-
-			if (!q)
-				return -ENOMEM;
-			s->q = q;
-			s->cap = cap;
-		}
-	}
+	if (!q)
+		return -ENOMEM;
+	s->q = q;
 	r = &s->q[s->tail];
 	r->bufs = malloc(n * sizeof(*r->bufs));
 	if (!r->bufs)
@@ -298,16 +258,6 @@ static int srv_flush(void *ctx, us_object *o, us_buf *const *bufs, size_t n, uin
 	return rc;
 }
 
-/* The lock held. */
-static void srv_start_commit(struct rt *s, uint64_t now)
-{
-	s->committing = true;
-	s->commit_txn = s->txn;
-	s->commit_end = now + s->c->backend.commit_lat;
-	s->uncommitted = 0;
-	s->commits++;
-}
-
 static int srv_sync(void *ctx, us_backend *b, enum us_reason reason)
 {
 	struct rt *s = ctx;
@@ -315,35 +265,10 @@ static int srv_sync(void *ctx, us_backend *b, enum us_reason reason)
 	(void)b;
 	(void)reason;
 	pthread_mutex_lock(&s->lock);
-	if (s->committing)
-		s->asked = true;
-	else
-		srv_start_commit(s, now_ns());
+	sim_commit_ask(&s->cm, now_ns());
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
-}
-
-/* Remembers a block that landed, for the commit that will cover it (the
- * server thread). Without memory the block simply never becomes durable,
- * and counts as lost. */
-static void land_push(struct rt *s, int writer, uint64_t k, uint64_t txn)
-{
-	if (s->ltail == s->lcap && s->lhead) {
-		memmove(s->land, s->land + s->lhead, (s->ltail - s->lhead) * sizeof(*s->land));
-		s->ltail -= s->lhead;
-		s->lhead = 0;
-	}
-	if (s->ltail == s->lcap) {
-		size_t cap = s->lcap ? 2 * s->lcap : 1024;
-		struct landed *l = realloc(s->land, cap * sizeof(*l));
-
-		if (!l)
-			return;
-		s->land = l;
-		s->lcap = cap;
-	}
-	s->land[s->ltail++] = (struct landed){ writer, k, txn };
 }
 
 /* A request lands (the server thread, without the lock): the server keeps
@@ -362,7 +287,7 @@ static void srv_land(struct rt *s, struct req *r, uint64_t txn)
 			w->blk[k].sum = checksum(us_buf_data(b), (size_t)us_buf_length(b));
 			w->blk[k].txn = txn;
 			w->blk[k].durable = false;
-			land_push(s, r->writer, k, txn);
+			sim_landq_push(&s->land, r->writer, k, txn); /* the server thread */
 		}
 		us_buf_write_done(b, US_WRITE_UNSTABLE, txn, 0);
 	}
@@ -372,8 +297,9 @@ static void srv_land(struct rt *s, struct req *r, uint64_t txn)
 /* A commit covering transactions up to txn ends (the server thread). */
 static void srv_commit_end(struct rt *s, uint64_t txn, bool *hit)
 {
-	while (s->lhead < s->ltail && s->land[s->lhead].txn <= txn) {
-		struct landed *l = &s->land[s->lhead++];
+	const struct sim_landed *l;
+
+	while ((l = sim_landq_pop(&s->land, txn))) {
 		struct block *b = &s->w[l->writer].blk[l->k];
 
 		if (b->txn == l->txn) {
@@ -386,7 +312,6 @@ static void srv_commit_end(struct rt *s, uint64_t txn, bool *hit)
 static void *srv_main(void *arg)
 {
 	struct rt *s = arg;
-	const struct sim_backend *be = &s->c->backend;
 
 	pthread_mutex_lock(&s->lock);
 	while (!s->stop) {
@@ -395,22 +320,16 @@ static void *srv_main(void *arg)
 
 		if (s->head < s->tail && s->q[s->head].at <= now) {
 			struct req r = s->q[s->head++];
-			uint64_t txn = ++s->txn;
+			uint64_t txn = ++s->cm.txn;
 
 			pthread_mutex_unlock(&s->lock);
 			srv_land(s, &r, txn);
 			pthread_mutex_lock(&s->lock);
-			s->uncommitted += r.len;
-			if (s->uncommitted >= be->journal) {
-				if (s->committing)
-					s->asked = true;
-				else
-					srv_start_commit(s, now);
-			}
+			sim_commit_acked(&s->cm, r.len, now);
 			continue;
 		}
-		if (s->committing && s->commit_end <= now) {
-			uint64_t txn = s->commit_txn;
+		if (sim_commit_due(&s->cm, now)) {
+			uint64_t txn = s->cm.covers;
 			bool hit[SIM_MAX_DOMAINS] = { false };
 			int d;
 
@@ -421,25 +340,15 @@ static void *srv_main(void *arg)
 			pthread_mutex_lock(&s->lock);
 			for (d = 0; d < s->c->ndom; d++)
 				s->dom_commits[d] += hit[d];
-			s->committing = false;
-			if (s->asked) {
-				s->asked = false;
-				srv_start_commit(s, now_ns());
-			}
+			sim_commit_end(&s->cm);
+			sim_commit_again(&s->cm, now_ns());
 			continue;
 		}
-		if (now >= s->next_periodic) {
-			if (!s->committing)
-				srv_start_commit(s, now);
-			while (s->next_periodic <= now)
-				s->next_periodic += be->commit_interval;
+		if (sim_commit_periodic(&s->cm, now))
 			continue;
-		}
-		t = s->next_periodic;
+		t = sim_commit_next(&s->cm);
 		if (s->head < s->tail && s->q[s->head].at < t)
 			t = s->q[s->head].at;
-		if (s->committing && s->commit_end < t)
-			t = s->commit_end;
 		ts.tv_sec = (time_t)(t / SEC);
 		ts.tv_nsec = (long)(t % SEC);
 		pthread_cond_timedwait(&s->cond, &s->lock, &ts);
@@ -657,7 +566,7 @@ static void *file_committer(void *arg)
 		seq = s->wseq;
 		memcpy(hit, s->touched, sizeof(hit));
 		memset(s->touched, 0, sizeof(s->touched));
-		s->commits++;
+		s->cm.commits++;
 		pthread_mutex_unlock(&s->lock);
 		rc = fdatasync(s->fd) ? errno : 0;
 		if (rc == 0 && seq)
@@ -779,7 +688,7 @@ static void *writer_main(void *arg)
 				sleep_until(now_ns() + (pause ? pause : MS));
 			}
 			if (now_ns() - t > MS)
-				record_pause(w, now_ns() - t);
+				sim_pauses_record(&w->pauses, now_ns() - t);
 		} else {
 			rc = us_buf_get(w->o, w->off, bs, 0, &b);
 		}
@@ -798,7 +707,7 @@ static void *writer_main(void *arg)
 		if (pol == SIM_POLICY_UNSTABLE) {
 			t = now_ns();
 			rc = us_buf_dirty(b, NULL); /* the blocking form: pauses here */
-			record_pause(w, now_ns() - t);
+			sim_pauses_record(&w->pauses, now_ns() - t);
 		} else {
 			rc = us_buf_dirty(b, &pause); /* not throttled */
 		}
@@ -815,13 +724,6 @@ static void *writer_main(void *arg)
 
 /* ------------------------------------------------------------------------ */
 /* The run                                                                    */
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 /* VmHWM of /proc/self/status, in bytes; 0 when unknown. */
 static uint64_t peak_rss(void)
@@ -911,7 +813,7 @@ int sim_run_realtime(const struct sim_config *c, const char *file_path, struct s
 	}
 	reset_peak_rss(); /* when refused, VmHWM covers the process's life */
 	s->t0 = now_ns();
-	s->next_periodic = s->t0 + c->backend.commit_interval;
+	sim_commit_init(&s->cm, &c->backend, s->t0 + c->backend.commit_interval);
 	if (s->file && file_open(s, file_path, err, len)) {
 		rc = -1;
 		goto out;
@@ -1014,8 +916,6 @@ out:
 	if (rc == 0 && s->file && file_verify(s, err, len))
 		rc = -1;
 	if (rc == 0) {
-		double sum = 0, sq = 0;
-
 		for (i = 0; i < c->nwr; i++) {
 			struct sim_writer_result *wr = &r->wr[i];
 			struct writer *w = &s->w[i];
@@ -1024,11 +924,8 @@ out:
 			wr->bytes = w->off;
 			wr->done_ns = w->done - w->start;
 			wr->enomem = w->enomem;
-			wr->max_pause_ns = w->max_pause;
-			if (w->npauses) {
-				qsort(w->pauses, w->npauses, sizeof(uint64_t), cmp_u64);
-				wr->p99_pause_ns = w->pauses[(w->npauses * 99) / 100];
-			}
+			wr->max_pause_ns = w->pauses.max;
+			wr->p99_pause_ns = sim_pauses_p99(&w->pauses);
 			if (s->file) {
 				wr->lost_bytes = w->lost; /* file_verify() */
 			} else {
@@ -1066,27 +963,10 @@ out:
 			if (wr->ceiling == UINT64_MAX)
 				wr->ceiling = 0;
 			wr->ratio = wr->ceiling ? wr->throughput / (double)wr->ceiling : 0;
-			sum += wr->throughput;
-			sq += wr->throughput * wr->throughput;
 		}
-		r->jain = sq > 0 ? sum * sum / (c->nwr * sq) : 1;
-		for (i = 0; i < c->ndom; i++) {
-			struct us_domain_stats st = { .size = sizeof(st) };
-
-			us_domain_stats(dom[i], &st);
-			r->dom[i].peak_charged = st.peak_charged_bytes;
-			r->dom[i].enomem = st.enomem;
-			r->dom[i].commits = s->dom_commits[i];
-			r->dom[i].flushes = s->flushes[i];
-			r->dom[i].over_max = st.peak_charged_bytes > c->dom[i].max;
-		}
-		{
-			struct us_backend_stats bs = { .size = sizeof(bs) };
-
-			us_backend_stats(s->bk, &bs);
-			r->commits_asked = bs.commit_calls + bs.sync_calls;
-		}
-		r->server_commits = s->commits;
+		sim_result_fill(r, c, dom, s->bk, s->dom_commits, s->flushes, s->cm.commits);
+		for (i = 0; i < c->ndom; i++)
+			r->dom[i].over_max = r->dom[i].peak_charged > c->dom[i].max;
 		if (s->file) {
 			r->file_bytes = s->bytes;
 			r->direct_bytes = s->direct_bytes;
@@ -1129,13 +1009,13 @@ out:
 	if (s->e && us_engine_destroy(s->e) != 0 && rc == 0)
 		FAIL("the final sync left data behind");
 	for (i = 0; i < c->nwr; i++) {
-		free(s->w[i].pauses);
+		sim_pauses_free(&s->w[i].pauses);
 		free(s->w[i].blk);
 	}
 	while (s->head < s->tail)
 		free(s->q[s->head++].bufs);
 	free(s->q);
-	free(s->land);
+	sim_landq_free(&s->land);
 	if (s->dfd >= 0)
 		close(s->dfd);
 	if (s->fd >= 0)

@@ -46,35 +46,10 @@
 struct wstate {
 	us_object *o;
 	uint64_t off, wait_until, done_ns, enomem;
-	uint64_t *pauses;
-	size_t npauses, cap;
-	uint64_t max_pause;
+	struct sim_pauses pauses;
 	uint64_t blocked_since; /* naive: full since then */
 	bool gated, done, blocked;
 };
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static void record_pause(struct wstate *w, uint64_t p)
-{
-	if (p > w->max_pause)
-		w->max_pause = p;
-	if (w->npauses == w->cap) {
-		size_t cap = w->cap ? 2 * w->cap : 1024;
-		uint64_t *n = realloc(w->pauses, cap * sizeof(*n));
-
-		if (!n)
-			return;
-		w->pauses = n;
-		w->cap = cap;
-	}
-	w->pauses[w->npauses++] = p;
-}
 
 /* The config's domains, with their limits; the same in both modes. */
 int sim_domains_create(us_engine *e, const struct sim_config *c, us_domain **dom, char *err,
@@ -225,7 +200,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 				g = us_object_balance(x->o, &pause);
 				if (g == -EAGAIN) {
 					x->wait_until = now + (pause ? pause : MS);
-					record_pause(x, pause);
+					sim_pauses_record(&x->pauses, pause);
 					continue;
 				}
 				x->gated = false;
@@ -250,7 +225,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			}
 			if (x->blocked && g >= 0) {
 				x->blocked = false;
-				record_pause(x, now - x->blocked_since);
+				sim_pauses_record(&x->pauses, now - x->blocked_since);
 			}
 			if (g < 0) {
 				x->enomem += g == -ENOMEM;
@@ -275,7 +250,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			}
 			last_pause[i] = pause;
 			if (throttled) {
-				record_pause(x, pause);
+				sim_pauses_record(&x->pauses, pause);
 				x->gated = g == US_DIRTY_OVER_LIMIT;
 				x->wait_until += pause;
 			}
@@ -327,11 +302,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		wr->bytes = w[i].off;
 		wr->done_ns = w[i].done_ns - c->wr[i].start_ns;
 		wr->enomem = w[i].enomem;
-		wr->max_pause_ns = w[i].max_pause;
-		if (w[i].npauses) {
-			qsort(w[i].pauses, w[i].npauses, sizeof(uint64_t), cmp_u64);
-			wr->p99_pause_ns = w[i].pauses[(w[i].npauses * 99) / 100];
-		}
+		wr->max_pause_ns = w[i].pauses.max;
+		wr->p99_pause_ns = sim_pauses_p99(&w[i].pauses);
 		/* Measured: the blocks not at the server as last written. */
 		wr->lost_bytes = sim_srv_lost_bytes(&s, i, w[i].off);
 		wr->throughput = wr->done_ns ? (double)wr->bytes / ((double)wr->done_ns / SEC) : 0;
@@ -341,35 +313,10 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			wr->ceiling = c->backend.bw / (uint64_t)c->nwr;
 		wr->ratio = wr->throughput / (double)wr->ceiling;
 	}
-	{
-		double sum = 0, sq = 0;
-
-		for (i = 0; i < c->nwr; i++) {
-			sum += r->wr[i].throughput;
-			sq += r->wr[i].throughput * r->wr[i].throughput;
-		}
-		r->jain = sq > 0 ? sum * sum / (c->nwr * sq) : 1;
-	}
-	for (i = 0; i < c->ndom; i++) {
-		struct us_domain_stats st = { .size = sizeof(st) };
-
-		us_domain_stats(dom[i], &st);
-		r->dom[i].peak_charged = st.peak_charged_bytes;
-		r->dom[i].enomem = st.enomem;
-		r->dom[i].commits = s.dom_commits[i];
-		r->dom[i].flushes = s.flushes[i];
-	}
-	{
-		struct us_backend_stats bs = { .size = sizeof(bs) };
-
-		us_backend_stats(s.bk, &bs);
-		r->commits_asked = bs.commit_calls + bs.sync_calls;
-	}
-	r->server_commits = s.commits;
+	sim_result_fill(r, c, dom, s.bk, s.dom_commits, s.flushes, s.cm.commits);
 out:
-	for (i = 0; i < c->nwr; i++) {
-		free(w[i].pauses);
-	}
+	for (i = 0; i < c->nwr; i++)
+		sim_pauses_free(&w[i].pauses);
 	sim_srv_fini(&s);
 	/* The engine may still hold data if the sync could not finish: its
 	 * memory goes with the process. */

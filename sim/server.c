@@ -46,7 +46,7 @@ int sim_srv_init(struct sim_srv *s, us_engine *e, const struct sim_backend *b,
 	s->b = *b;
 	s->e = e;
 	s->nwr = nwr;
-	s->next_periodic = b->commit_interval;
+	sim_commit_init(&s->cm, b, b->commit_interval);
 	for (i = 0; i < nwr; i++) {
 		if (!w[i].bs || w[i].domain < 0 || w[i].domain >= SIM_MAX_DOMAINS)
 			return -EINVAL;
@@ -73,11 +73,9 @@ void sim_srv_fini(struct sim_srv *s)
 	while (s->head < s->tail)
 		free(s->q[s->head++].bufs);
 	free(s->q);
-	free(s->land);
 	s->q = NULL;
-	s->land = NULL;
 	s->head = s->tail = s->cap = 0;
-	s->lhead = s->ltail = s->lcap = 0;
+	sim_landq_free(&s->land);
 }
 
 int sim_srv_flush(void *ctx, us_object *o, us_buf *const *bufs, size_t n, uint64_t off,
@@ -86,28 +84,17 @@ int sim_srv_flush(void *ctx, us_object *o, us_buf *const *bufs, size_t n, uint64
 	struct sim_srv *s = ctx;
 	uint64_t now = us_engine_now(s->e);
 	int w = (int)(intptr_t)us_object_user(o);
-	struct sim_srv_req *r;
+	struct sim_srv_req *r, *q;
 	size_t i;
 
 	(void)off;
 	(void)reason;
 	if (w < 0 || w >= s->nwr)
 		return -EINVAL;
-	if (s->tail == s->cap && s->head) {
-		/* Slide the live part to the front before growing. */
-		memmove(s->q, s->q + s->head, (s->tail - s->head) * sizeof(*s->q));
-		s->tail -= s->head;
-		s->head = 0;
-	}
-	if (s->tail == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 1024;
-		struct sim_srv_req *q = realloc(s->q, cap * sizeof(*q));
-
-		if (!q)
-			return -ENOMEM;
-		s->q = q;
-		s->cap = cap;
-	}
+	q = sim_fifo_room(s->q, sizeof(*s->q), &s->head, &s->tail, &s->cap, 1024);
+	if (!q)
+		return -ENOMEM;
+	s->q = q;
 	r = &s->q[s->tail];
 	/* One allocation: the buffers, then their checksums. */
 	r->bufs = malloc(n * (sizeof(*r->bufs) + sizeof(*r->sums)));
@@ -132,58 +119,23 @@ int sim_srv_flush(void *ctx, us_object *o, us_buf *const *bufs, size_t n, uint64
 	return 0;
 }
 
-static void start_commit(struct sim_srv *s, uint64_t now)
-{
-	s->committing = true;
-	s->commit_txn = s->txn;
-	s->commit_end = now + s->b.commit_lat;
-	s->uncommitted = 0;
-	s->commits++;
-}
-
 int sim_srv_sync(void *ctx, us_backend *b, enum us_reason reason)
 {
 	struct sim_srv *s = ctx;
 
 	(void)b;
 	(void)reason;
-	if (s->committing)
-		s->asked = true;
-	else
-		start_commit(s, us_engine_now(s->e));
+	sim_commit_ask(&s->cm, us_engine_now(s->e));
 	return 0;
 }
 
 uint64_t sim_srv_next(const struct sim_srv *s)
 {
-	uint64_t t = s->next_periodic;
+	uint64_t t = sim_commit_next(&s->cm);
 
 	if (s->head < s->tail && s->q[s->head].at < t)
 		t = s->q[s->head].at;
-	if (s->committing && s->commit_end < t)
-		t = s->commit_end;
 	return t;
-}
-
-/* Remembers a block that landed, for the commit that will cover it.
- * Without memory it simply never becomes durable, and counts as lost. */
-static void land_push(struct sim_srv *s, int w, uint64_t k, uint64_t txn)
-{
-	if (s->ltail == s->lcap && s->lhead) {
-		memmove(s->land, s->land + s->lhead, (s->ltail - s->lhead) * sizeof(*s->land));
-		s->ltail -= s->lhead;
-		s->lhead = 0;
-	}
-	if (s->ltail == s->lcap) {
-		size_t cap = s->lcap ? 2 * s->lcap : 1024;
-		struct sim_srv_landed *l = realloc(s->land, cap * sizeof(*l));
-
-		if (!l)
-			return;
-		s->land = l;
-		s->lcap = cap;
-	}
-	s->land[s->ltail++] = (struct sim_srv_landed){ w, k, txn };
 }
 
 /* The running commit ends: the blocks whose last write it covers are
@@ -191,11 +143,11 @@ static void land_push(struct sim_srv *s, int w, uint64_t k, uint64_t txn)
 static void end_commit(struct sim_srv *s)
 {
 	bool hit[SIM_MAX_DOMAINS] = { false };
+	const struct sim_landed *l;
 	int d;
 
-	s->committing = false;
-	while (s->lhead < s->ltail && s->land[s->lhead].txn <= s->commit_txn) {
-		const struct sim_srv_landed *l = &s->land[s->lhead++];
+	sim_commit_end(&s->cm);
+	while ((l = sim_landq_pop(&s->land, s->cm.covers))) {
 		struct sim_srv_block *b = &s->blk[l->writer][l->k];
 
 		if (b->txn == l->txn) {
@@ -205,8 +157,8 @@ static void end_commit(struct sim_srv *s)
 	}
 	for (d = 0; d < SIM_MAX_DOMAINS; d++)
 		s->dom_commits[d] += hit[d];
-	if (s->commit_txn)
-		us_backend_commit_done(s->bk, s->commit_txn);
+	if (s->cm.covers)
+		us_backend_commit_done(s->bk, s->cm.covers);
 }
 
 void sim_srv_run(struct sim_srv *s, uint64_t now)
@@ -214,40 +166,28 @@ void sim_srv_run(struct sim_srv *s, uint64_t now)
 	while (s->head < s->tail && s->q[s->head].at <= now) {
 		struct sim_srv_req *r = &s->q[s->head++];
 		int w = r->writer;
+		uint64_t txn = ++s->cm.txn;
 		size_t i;
 
-		s->txn++;
 		for (i = 0; i < r->n; i++) {
 			uint64_t k = us_buf_offset(r->bufs[i]) / s->wr[w].bs;
 
 			if (k < s->nblocks[w]) {
-				s->blk[w][k].txn = s->txn;
+				s->blk[w][k].txn = txn;
 				s->blk[w][k].sum = r->sums[i];
-				land_push(s, w, k, s->txn);
+				sim_landq_push(&s->land, w, k, txn);
 			}
-			s->uncommitted += us_buf_length(r->bufs[i]);
-			us_buf_write_done(r->bufs[i], US_WRITE_UNSTABLE, s->txn, 0);
+			s->cm.uncommitted += us_buf_length(r->bufs[i]);
+			us_buf_write_done(r->bufs[i], US_WRITE_UNSTABLE, txn, 0);
 		}
 		free(r->bufs);
-		if (s->uncommitted >= s->b.journal) {
-			if (s->committing)
-				s->asked = true;
-			else
-				start_commit(s, now);
-		}
+		sim_commit_acked(&s->cm, 0, now); /* counted as each buffer landed */
 	}
-	if (s->committing && s->commit_end <= now) {
+	if (sim_commit_due(&s->cm, now)) {
 		end_commit(s);
-		if (s->asked) {
-			s->asked = false;
-			start_commit(s, now);
-		}
+		sim_commit_again(&s->cm, now);
 	}
-	while (now >= s->next_periodic) {
-		if (!s->committing)
-			start_commit(s, now);
-		s->next_periodic += s->b.commit_interval;
-	}
+	sim_commit_periodic(&s->cm, now);
 }
 
 bool sim_srv_block_durable(const struct sim_srv *s, int w, uint64_t k)

@@ -34,7 +34,7 @@
 #ifndef US_SIM_SERVER_H
 #define US_SIM_SERVER_H
 
-#include "sim.h"
+#include "common.h"
 
 /* A writer's data, as the server lays it out. */
 struct sim_srv_writer {
@@ -58,12 +58,6 @@ struct sim_srv_req {
 	int writer;
 };
 
-/* A block that landed, for the commit that will cover it (in txn order). */
-struct sim_srv_landed {
-	int writer;
-	uint64_t k, txn;
-};
-
 struct sim_srv {
 	struct sim_backend b;
 	us_engine *e;
@@ -76,16 +70,12 @@ struct sim_srv {
 
 	struct sim_srv_req *q; /* FIFO */
 	size_t head, tail, cap;
-	struct sim_srv_landed *land; /* FIFO */
-	size_t lhead, ltail, lcap;
+	struct sim_landq land;
 
-	uint64_t busy_until, txn, uncommitted;
-	bool committing, asked;		 /* a commit runs; another asked after it */
-	uint64_t commit_end, commit_txn; /* of the running commit */
-	uint64_t next_periodic;
+	uint64_t busy_until;
+	struct sim_commit cm; /* its transactions and commits */
 
-	/* Counts. */
-	uint64_t commits;		       /* commits started */
+	/* Counts (commits started: cm.commits). */
 	uint64_t flushes[SIM_MAX_DOMAINS];     /* flush calls, per domain */
 	uint64_t dom_commits[SIM_MAX_DOMAINS]; /* commits that made its data durable */
 };

@@ -46,10 +46,7 @@ struct totals {
 
 static uint64_t rnd(struct world *w)
 {
-	w->rng ^= w->rng << 13;
-	w->rng ^= w->rng >> 7;
-	w->rng ^= w->rng << 17;
-	return w->rng;
+	return fb_rand(&w->rng);
 }
 
 static void limits_ok(struct world *w)

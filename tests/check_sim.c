@@ -230,22 +230,22 @@ START_TEST(test_srv_periodic)
 	rig_write(&g, 0, 0);
 	rig_flush(&g, 0, 0);
 	rig_to(&g, 10 * MS);
-	ck_assert_uint_eq(g.s.txn, 1);
+	ck_assert_uint_eq(g.s.cm.txn, 1);
 	ck_assert_int_eq(rig_state(&g, 0, 0), US_BUF_UNSTABLE);
 	ck_assert(!sim_srv_block_durable(&g.s, 0, 0));
 	for (i = 1; i <= 10; i++) {
 		rig_to(&g, i * SEC - 1);
-		ck_assert_uint_eq(g.s.commits, i - 1);
+		ck_assert_uint_eq(g.s.cm.commits, i - 1);
 		rig_to(&g, i * SEC);
-		ck_assert_uint_eq(g.s.commits, i);
-		ck_assert(g.s.committing);
+		ck_assert_uint_eq(g.s.cm.commits, i);
+		ck_assert(g.s.cm.committing);
 		ck_assert_uint_eq(sim_srv_next(&g.s), i * SEC + 10 * MS);
 		rig_to(&g, i * SEC + 10 * MS - 1);
-		ck_assert(g.s.committing);
+		ck_assert(g.s.cm.committing);
 		if (i == 1)
 			ck_assert_int_eq(rig_state(&g, 0, 0), US_BUF_UNSTABLE);
 		rig_to(&g, i * SEC + 10 * MS);
-		ck_assert(!g.s.committing);
+		ck_assert(!g.s.cm.committing);
 		ck_assert_int_eq(rig_state(&g, 0, 0), US_BUF_CLEAN);
 		ck_assert(sim_srv_block_durable(&g.s, 0, 0));
 	}
@@ -254,7 +254,7 @@ START_TEST(test_srv_periodic)
 	g.now = 13 * SEC + 500 * MS;
 	us_engine_poll(g.e, g.now, NULL);
 	sim_srv_run(&g.s, g.now);
-	ck_assert_uint_eq(g.s.commits, 11);
+	ck_assert_uint_eq(g.s.cm.commits, 11);
 	ck_assert_uint_eq(sim_srv_next(&g.s), 13 * SEC + 510 * MS);
 	rig_to(&g, 13 * SEC + 510 * MS);
 	ck_assert_uint_eq(sim_srv_next(&g.s), 14 * SEC);
@@ -276,23 +276,23 @@ START_TEST(test_srv_journal_full)
 		rig_flush(&g, 0, k);
 	}
 	rig_to(&g, 1 * SEC);
-	ck_assert_uint_eq(g.s.txn, 3);
-	ck_assert_uint_eq(g.s.uncommitted, 3 * MIB);
-	ck_assert_uint_eq(g.s.commits, 0);
-	ck_assert(!g.s.committing);
+	ck_assert_uint_eq(g.s.cm.txn, 3);
+	ck_assert_uint_eq(g.s.cm.uncommitted, 3 * MIB);
+	ck_assert_uint_eq(g.s.cm.commits, 0);
+	ck_assert(!g.s.cm.committing);
 	/* The fourth MiB fills the journal the instant it lands. */
 	rig_write(&g, 0, 3);
 	rig_flush(&g, 0, 3);
 	txn = g.s.q[g.s.head].at;
 	rig_to(&g, txn - 1);
-	ck_assert_uint_eq(g.s.commits, 0);
+	ck_assert_uint_eq(g.s.cm.commits, 0);
 	rig_to(&g, txn);
-	ck_assert_uint_eq(g.s.commits, 1);
-	ck_assert(g.s.committing);
-	ck_assert_uint_eq(g.s.commit_txn, 4);
-	ck_assert_uint_eq(g.s.uncommitted, 0);
+	ck_assert_uint_eq(g.s.cm.commits, 1);
+	ck_assert(g.s.cm.committing);
+	ck_assert_uint_eq(g.s.cm.covers, 4);
+	ck_assert_uint_eq(g.s.cm.uncommitted, 0);
 	rig_to(&g, txn + 20 * MS);
-	ck_assert(!g.s.committing);
+	ck_assert(!g.s.cm.committing);
 	for (k = 0; k < 4; k++) {
 		ck_assert_int_eq(rig_state(&g, 0, k), US_BUF_CLEAN);
 		ck_assert(sim_srv_block_durable(&g.s, 0, k));
@@ -301,7 +301,7 @@ START_TEST(test_srv_journal_full)
 	rig_write(&g, 0, 4);
 	rig_flush(&g, 0, 4);
 	rig_to(&g, 50 * SEC);
-	ck_assert_uint_eq(g.s.commits, 1);
+	ck_assert_uint_eq(g.s.cm.commits, 1);
 	ck_assert_uint_eq(rig_engine_syncs(&g), 0);
 	rig_fini(&g);
 }
@@ -316,29 +316,29 @@ START_TEST(test_srv_sync_in_flight)
 	rig_init(&g, &b, 1, 8 * MIB);
 	rig_to(&g, 1 * SEC);
 	ck_assert_int_eq(sim_srv_sync(&g.s, g.s.bk, US_REASON_USER), 0);
-	ck_assert_uint_eq(g.s.commits, 1);
-	ck_assert_uint_eq(g.s.commit_end, 1 * SEC + 50 * MS);
+	ck_assert_uint_eq(g.s.cm.commits, 1);
+	ck_assert_uint_eq(g.s.cm.end, 1 * SEC + 50 * MS);
 	rig_to(&g, 1 * SEC + 10 * MS);
 	ck_assert_int_eq(sim_srv_sync(&g.s, g.s.bk, US_REASON_USER), 0);
 	ck_assert_int_eq(sim_srv_sync(&g.s, g.s.bk, US_REASON_SYNC), 0);
 	rig_to(&g, 1 * SEC + 20 * MS);
 	ck_assert_int_eq(sim_srv_sync(&g.s, g.s.bk, US_REASON_RECLAIM), 0);
-	ck_assert_uint_eq(g.s.commits, 1);
+	ck_assert_uint_eq(g.s.cm.commits, 1);
 	/* The second starts when the first ends ... */
 	rig_to(&g, 1 * SEC + 50 * MS);
-	ck_assert_uint_eq(g.s.commits, 2);
-	ck_assert(g.s.committing);
-	ck_assert_uint_eq(g.s.commit_end, 1 * SEC + 100 * MS);
+	ck_assert_uint_eq(g.s.cm.commits, 2);
+	ck_assert(g.s.cm.committing);
+	ck_assert_uint_eq(g.s.cm.end, 1 * SEC + 100 * MS);
 	/* ... and nothing follows it. */
 	rig_to(&g, 1 * SEC + 100 * MS);
-	ck_assert(!g.s.committing);
+	ck_assert(!g.s.cm.committing);
 	rig_to(&g, 99 * SEC);
-	ck_assert_uint_eq(g.s.commits, 2);
+	ck_assert_uint_eq(g.s.cm.commits, 2);
 	/* A sync with none running starts one at once, and only one. */
 	ck_assert_int_eq(sim_srv_sync(&g.s, g.s.bk, US_REASON_USER), 0);
-	ck_assert_uint_eq(g.s.commits, 3);
+	ck_assert_uint_eq(g.s.cm.commits, 3);
 	rig_to(&g, 99 * SEC + 500 * MS);
-	ck_assert_uint_eq(g.s.commits, 3);
+	ck_assert_uint_eq(g.s.cm.commits, 3);
 	rig_fini(&g);
 }
 END_TEST
@@ -357,23 +357,23 @@ START_TEST(test_srv_commit_covers)
 	rig_write(&g, 0, 1);
 	rig_flush(&g, 0, 1);
 	rig_to(&g, 1 * SEC);
-	ck_assert_uint_eq(g.s.txn, 2);
+	ck_assert_uint_eq(g.s.cm.txn, 2);
 	ck_assert_int_eq(rig_state(&g, 0, 0), US_BUF_UNSTABLE);
 	/* The commit starts covering txns 1 and 2; while it runs, writer 1's
 	 * block and a new version of writer 0's block 1 land (3 and 4). */
 	ck_assert_int_eq(sim_srv_sync(&g.s, g.s.bk, US_REASON_USER), 0);
-	ck_assert_uint_eq(g.s.commit_txn, 2);
+	ck_assert_uint_eq(g.s.cm.covers, 2);
 	rig_write(&g, 1, 0);
 	rig_flush(&g, 1, 0);
 	rig_write(&g, 0, 1);
 	rig_flush(&g, 0, 1);
 	rig_to(&g, 1 * SEC + 10 * MS);
-	ck_assert_uint_eq(g.s.txn, 4);
-	ck_assert(g.s.committing);
+	ck_assert_uint_eq(g.s.cm.txn, 4);
+	ck_assert(g.s.cm.committing);
 	ck_assert_int_eq(rig_state(&g, 1, 0), US_BUF_UNSTABLE);
 	ck_assert_int_eq(rig_state(&g, 0, 1), US_BUF_UNSTABLE);
 	rig_to(&g, 1 * SEC + 50 * MS);
-	ck_assert(!g.s.committing);
+	ck_assert(!g.s.cm.committing);
 	ck_assert_int_eq(rig_state(&g, 0, 0), US_BUF_CLEAN);
 	ck_assert(sim_srv_block_durable(&g.s, 0, 0));
 	ck_assert_int_eq(rig_state(&g, 1, 0), US_BUF_UNSTABLE);
@@ -388,7 +388,7 @@ START_TEST(test_srv_commit_covers)
 	ck_assert(!sim_srv_block_durable(&g.s, 0, 1));
 	ck_assert_int_eq(rig_state(&g, 1, 0), US_BUF_UNSTABLE);
 	rig_to(&g, 100 * SEC + 50 * MS);
-	ck_assert_uint_eq(g.s.commits, 2);
+	ck_assert_uint_eq(g.s.cm.commits, 2);
 	ck_assert(sim_srv_block_durable(&g.s, 1, 0));
 	ck_assert(sim_srv_block_durable(&g.s, 0, 1));
 	ck_assert_int_eq(rig_state(&g, 1, 0), US_BUF_CLEAN);
@@ -437,12 +437,12 @@ START_TEST(test_srv_checksums)
 	ck_assert_int_eq(rig_state(&g, 0, 2), US_BUF_DIRTY);
 	rig_flush(&g, 0, 5);
 	rig_to(&g, 3 * SEC);
-	ck_assert_uint_eq(g.s.txn, 5);
+	ck_assert_uint_eq(g.s.cm.txn, 5);
 	ck_assert_int_eq(sim_srv_sync(&g.s, g.s.bk, US_REASON_USER), 0);
 	rig_flush(&g, 0, 3); /* lands during the commit */
 	rig_to(&g, 4 * SEC);
-	ck_assert_uint_eq(g.s.txn, 6);
-	ck_assert_uint_eq(g.s.commits, 1);
+	ck_assert_uint_eq(g.s.cm.txn, 6);
+	ck_assert_uint_eq(g.s.cm.commits, 1);
 	ck_assert(sim_srv_block_durable(&g.s, 0, 0));
 	ck_assert(!sim_srv_block_durable(&g.s, 0, 1));
 	ck_assert(!sim_srv_block_durable(&g.s, 0, 2));

@@ -43,14 +43,6 @@ static struct sobj objs[NOBJ];
 static atomic_bool stop_tuner;
 static atomic_uint_fast64_t total_writes, total_enomem, over_max;
 
-static uint64_t rnd(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
 static void snapshot(void *ctx, us_buf *b, void *dst)
 {
 	uintptr_t k = (uintptr_t)ctx;
@@ -90,7 +82,7 @@ static void *writer(void *arg)
 	if (env)
 		nwrites = strtoull(env, NULL, 10);
 	for (i = 0; i < (int)nwrites; i++) {
-		uint64_t blk = (uint64_t)(w % 2) * (NBLK / 2) + rnd(&rng) % (NBLK / 2);
+		uint64_t blk = (uint64_t)(w % 2) * (NBLK / 2) + fb_rand(&rng) % (NBLK / 2);
 		unsigned char *data;
 		us_buf *b;
 		size_t j;
@@ -104,7 +96,7 @@ static void *writer(void *arg)
 		data = us_buf_data(b);
 		pthread_mutex_lock(&so->lock);
 		for (j = 0; j < BS; j += 8) {
-			uint64_t v = rnd(&rng);
+			uint64_t v = fb_rand(&rng);
 
 			memcpy(data + j, &v, 8);
 		}
@@ -127,26 +119,27 @@ static void *tuner(void *arg)
 
 	(void)arg;
 	while (!atomic_load(&stop_tuner)) {
-		int d = 1 + (int)(rnd(&rng) % NDOM), rc;
+		int d = 1 + (int)(fb_rand(&rng) % NDOM), rc;
 
-		switch (rnd(&rng) % 4) {
+		switch (fb_rand(&rng) % 4) {
 		case 0:
 			rc = us_domain_set_limit(doms[d], US_LIMIT_MAX,
-						 (uint64_t)(24 + rnd(&rng) % 40) * BS);
+						 (uint64_t)(24 + fb_rand(&rng) % 40) * BS);
 			tu_assert(rc == 0 || rc == -EBUSY, "set max: %d", rc);
 			break;
 		case 1:
 			rc = us_domain_set_limit(doms[d], US_LIMIT_DIRTY_RATIO,
-						 20 + rnd(&rng) % 70);
+						 20 + fb_rand(&rng) % 70);
 			tu_assert(rc == 0, "set dirty ratio: %d", rc);
 			break;
 		case 2:
-			rc = us_engine_set_param(engine, US_PARAM_FORCE_COMMIT, rnd(&rng) % 4 != 0);
+			rc = us_engine_set_param(engine, US_PARAM_FORCE_COMMIT,
+						 fb_rand(&rng) % 4 != 0);
 			tu_assert(rc == 0, "set param: %d", rc);
 			break;
 		default:
-			rc = us_backend_set_max_inflight(fb_backend(fbs[rnd(&rng) % 2]),
-							 (uint64_t)(2 + rnd(&rng) % 32) * BS);
+			rc = us_backend_set_max_inflight(fb_backend(fbs[fb_rand(&rng) % 2]),
+							 (uint64_t)(2 + fb_rand(&rng) % 32) * BS);
 			tu_assert(rc == 0, "set inflight: %d", rc);
 			break;
 		}

@@ -361,19 +361,57 @@ static int ibk_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 	return 0;
 }
 
-static int ibk_sync(void *ctx, us_backend *b, enum us_reason reason)
+/* A commit or sync call: counts it, and returns the last transaction (which
+ * it covers). */
+static uint64_t ibk_covered(struct ibk *x)
 {
-	struct ibk *x = ctx;
 	uint64_t t;
 
-	(void)reason;
 	pthread_mutex_lock(&x->m);
 	t = x->txn;
 	x->syncs++;
 	pthread_mutex_unlock(&x->m);
+	return t;
+}
+
+static int ibk_sync(void *ctx, us_backend *b, enum us_reason reason)
+{
+	uint64_t t = ibk_covered(ctx);
+
+	(void)reason;
 	if (t)
 		us_backend_commit_done(b, t);
 	return 0;
+}
+
+/* An engine in threaded mode with x (its lock initialised) as its backend,
+ * calls ops. */
+static us_engine *ibk_engine(struct ibk *x, const struct us_backend_ops *ops, bool virtual_clock,
+			     uint64_t memory, unsigned threads)
+{
+	struct us_engine_options opts;
+	us_engine *e;
+
+	pthread_mutex_init(&x->m, NULL);
+	us_engine_options_init(&opts);
+	if (virtual_clock)
+		opts.clock = US_CLOCK_VIRTUAL;
+	opts.memory_bytes = memory;
+	opts.flusher_threads = threads;
+	ck_assert_int_eq(us_engine_create(&opts, &e), 0);
+	ck_assert_int_eq(us_backend_create(e, ops, x, &x->bk), 0);
+	return e;
+}
+
+/* An object of x in a new domain "d" of e limited to max. */
+static us_object *ibk_object(us_engine *e, struct ibk *x, uint64_t max, us_domain **d)
+{
+	us_object *o;
+
+	ck_assert_int_eq(us_domain_create(e, NULL, "d", 0, d), 0);
+	ck_assert_int_eq(us_domain_set_limit(*d, US_LIMIT_MAX, max), 0);
+	ck_assert_int_eq(us_object_create(x->bk, *d, NULL, &o), 0);
+	return o;
 }
 
 /*
@@ -385,23 +423,12 @@ static int ibk_sync(void *ctx, us_backend *b, enum us_reason reason)
 START_TEST(test_blocking_reclaim_sync_shutdown)
 {
 	struct us_backend_ops ops = { .size = sizeof(ops), .flush = ibk_flush, .sync = ibk_sync };
-	struct us_engine_options opts;
 	struct ibk x = { .txn = 0 };
-	us_engine *e;
-	us_domain *d;
-	us_object *o;
 	uint64_t since, i, max = 16 * 65536, syncs;
+	us_engine *e = ibk_engine(&x, &ops, true, 1u << 30, 2);
+	us_domain *d;
+	us_object *o = ibk_object(e, &x, max, &d);
 
-	pthread_mutex_init(&x.m, NULL);
-	us_engine_options_init(&opts);
-	opts.clock = US_CLOCK_VIRTUAL;
-	opts.memory_bytes = 1u << 30;
-	opts.flusher_threads = 2;
-	ck_assert_int_eq(us_engine_create(&opts, &e), 0);
-	ck_assert_int_eq(us_backend_create(e, &ops, &x, &x.bk), 0);
-	ck_assert_int_eq(us_domain_create(e, NULL, "d", 0, &d), 0);
-	ck_assert_int_eq(us_domain_set_limit(d, US_LIMIT_MAX, max), 0);
-	ck_assert_int_eq(us_object_create(x.bk, d, NULL, &o), 0);
 	since = us_object_errseq(o);
 	for (i = 0; i < 128; i++) {
 		us_buf *b;
@@ -444,14 +471,9 @@ static int linger_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n
 static int linger_commit(void *ctx, us_object *o, enum us_reason reason)
 {
 	struct timespec ms = { 0, 20000000 };
-	struct ibk *x = ctx;
-	uint64_t t;
+	uint64_t t = ibk_covered(ctx);
 
 	(void)reason;
-	pthread_mutex_lock(&x->m);
-	t = x->txn;
-	x->syncs++;
-	pthread_mutex_unlock(&x->m);
 	if (t)
 		us_object_commit_done(o, t);
 	nanosleep(&ms, NULL);
@@ -468,22 +490,12 @@ START_TEST(test_shutdown_waits_for_callbacks)
 	struct us_backend_ops ops = { .size = sizeof(ops),
 				      .flush = linger_flush,
 				      .commit = linger_commit };
-	struct us_engine_options opts;
 	struct ibk x = { .txn = 0 };
-	us_engine *e;
+	us_engine *e = ibk_engine(&x, &ops, false, 1u << 30, 2);
 	us_domain *d;
-	us_object *o;
+	us_object *o = ibk_object(e, &x, 1 << 20, &d);
 	uint64_t i, since;
 
-	pthread_mutex_init(&x.m, NULL);
-	us_engine_options_init(&opts);
-	opts.memory_bytes = 1u << 30;
-	opts.flusher_threads = 2;
-	ck_assert_int_eq(us_engine_create(&opts, &e), 0);
-	ck_assert_int_eq(us_backend_create(e, &ops, &x, &x.bk), 0);
-	ck_assert_int_eq(us_domain_create(e, NULL, "d", 0, &d), 0);
-	ck_assert_int_eq(us_domain_set_limit(d, US_LIMIT_MAX, 1 << 20), 0);
-	ck_assert_int_eq(us_object_create(x.bk, d, NULL, &o), 0);
 	for (i = 0; i < 64; i++) {
 		us_buf *b;
 
@@ -506,19 +518,12 @@ END_TEST
 START_TEST(test_shutdown_with_held_sync)
 {
 	struct us_backend_ops ops = { .size = sizeof(ops), .flush = ibk_flush, .sync = ibk_sync };
-	struct us_engine_options opts;
 	struct ibk x = { .txn = 0 };
-	us_engine *e;
+	us_engine *e = ibk_engine(&x, &ops, false, 64u << 20, 1);
 	us_object *o;
 	us_sync *y;
 	us_buf *b;
 
-	pthread_mutex_init(&x.m, NULL);
-	us_engine_options_init(&opts);
-	opts.memory_bytes = 64u << 20;
-	opts.flusher_threads = 1;
-	ck_assert_int_eq(us_engine_create(&opts, &e), 0);
-	ck_assert_int_eq(us_backend_create(e, &ops, &x, &x.bk), 0);
 	ck_assert_int_eq(us_object_create(x.bk, NULL, NULL, &o), 0);
 	ck_assert_int_eq(us_buf_get(o, 0, 4096, 0, &b), 1);
 	ck_assert_int_eq(us_buf_dirty(b, NULL), 0);

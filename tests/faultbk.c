@@ -67,12 +67,17 @@ uint64_t fb_hash(const void *p, size_t n)
 	return h | 1; /* never 0: 0 means never written */
 }
 
+uint64_t fb_rand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
 static uint64_t rnd(struct fb *f)
 {
-	f->rng ^= f->rng << 13;
-	f->rng ^= f->rng >> 7;
-	f->rng ^= f->rng << 17;
-	return f->rng;
+	return fb_rand(&f->rng);
 }
 
 static bool chance(struct fb *f, unsigned pm)

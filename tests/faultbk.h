@@ -64,6 +64,9 @@ struct fb_stats {
 struct fb;
 
 uint64_t fb_hash(const void *p, size_t n);
+/* The next number of the xorshift64 generator of state *s (never 0 when *s
+ * is not): the backend's own, and its users'. */
+uint64_t fb_rand(uint64_t *s);
 /* Creates the backend in e; NULL on failure. Threads start at once. */
 struct fb *fb_create(us_engine *e, const struct fb_config *c);
 us_backend *fb_backend(struct fb *f);

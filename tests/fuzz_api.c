@@ -114,41 +114,53 @@ static unsigned u8(struct fz *f)
 	return f->i < f->n ? f->p[f->i++] : 0;
 }
 
-/* One of the used slots among n, chosen by a byte; -1 if none. */
-static int pick_dom(struct fz *f, bool root_ok)
+static bool dom_used(const struct fz *f, int i)
+{
+	return f->m.dom[i].used;
+}
+
+static bool subdom_used(const struct fz *f, int i)
+{
+	return i && f->m.dom[i].used;
+}
+
+static bool obj_used(const struct fz *f, int i)
+{
+	return f->m.obj[i].used;
+}
+
+static bool buf_used(const struct fz *f, int i)
+{
+	return f->m.buf[i].used;
+}
+
+/* One of the slots among n for which used() holds, chosen by a byte; -1 if
+ * none. */
+static int pick(struct fz *f, int n, bool (*used)(const struct fz *, int))
 {
 	int k = (int)u8(f), i, j;
 
-	for (j = 0; j < RM_NDOM; j++) {
-		i = (k + j) % RM_NDOM;
-		if (f->m.dom[i].used && (root_ok || i))
+	for (j = 0; j < n; j++) {
+		i = (k + j) % n;
+		if (used(f, i))
 			return i;
 	}
 	return -1;
+}
+
+static int pick_dom(struct fz *f, bool root_ok)
+{
+	return pick(f, RM_NDOM, root_ok ? dom_used : subdom_used);
 }
 
 static int pick_obj(struct fz *f)
 {
-	int k = (int)u8(f), i, j;
-
-	for (j = 0; j < RM_NOBJ; j++) {
-		i = (k + j) % RM_NOBJ;
-		if (f->m.obj[i].used)
-			return i;
-	}
-	return -1;
+	return pick(f, RM_NOBJ, obj_used);
 }
 
 static int pick_buf(struct fz *f)
 {
-	int k = (int)u8(f), i, j;
-
-	for (j = 0; j < RM_NBUF; j++) {
-		i = (k + j) % RM_NBUF;
-		if (f->m.buf[i].used)
-			return i;
-	}
-	return -1;
+	return pick(f, RM_NBUF, buf_used);
 }
 
 #define CHECK(cond, ...) RM_ASSERT(&f->m, cond, __VA_ARGS__)

@@ -1,0 +1,178 @@
+/*
+ * unstable-sim: the pieces both modes share (see common.h).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void sim_pauses_record(struct sim_pauses *p, uint64_t ns)
+{
+	if (ns > p->max)
+		p->max = ns;
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? 2 * p->cap : 1024;
+		uint64_t *n = realloc(p->v, cap * sizeof(*n));
+
+		if (!n)
+			return;
+		p->v = n;
+		p->cap = cap;
+	}
+	p->v[p->n++] = ns;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+uint64_t sim_pauses_p99(struct sim_pauses *p)
+{
+	if (!p->n)
+		return 0;
+	qsort(p->v, p->n, sizeof(*p->v), cmp_u64);
+	return p->v[(p->n * 99) / 100];
+}
+
+void sim_pauses_free(struct sim_pauses *p)
+{
+	free(p->v);
+	memset(p, 0, sizeof(*p));
+}
+
+void *sim_fifo_room(void *v, size_t size, size_t *head, size_t *tail, size_t *cap, size_t first)
+{
+	if (*tail == *cap && *head) {
+		/* Slide the live part to the front before growing. */
+		memmove(v, (char *)v + *head * size, (*tail - *head) * size);
+		*tail -= *head;
+		*head = 0;
+	}
+	if (*tail == *cap) {
+		size_t n = *cap ? 2 * *cap : first;
+		void *p = realloc(v, n * size);
+
+		if (!p)
+			return NULL;
+		v = p;
+		*cap = n;
+	}
+	return v;
+}
+
+void sim_landq_push(struct sim_landq *q, int writer, uint64_t k, uint64_t txn)
+{
+	struct sim_landed *v =
+		sim_fifo_room(q->v, sizeof(*q->v), &q->head, &q->tail, &q->cap, 1024);
+
+	if (!v)
+		return;
+	q->v = v;
+	q->v[q->tail++] = (struct sim_landed){ writer, k, txn };
+}
+
+const struct sim_landed *sim_landq_pop(struct sim_landq *q, uint64_t txn)
+{
+	if (q->head < q->tail && q->v[q->head].txn <= txn)
+		return &q->v[q->head++];
+	return NULL;
+}
+
+void sim_landq_free(struct sim_landq *q)
+{
+	free(q->v);
+	memset(q, 0, sizeof(*q));
+}
+
+void sim_commit_init(struct sim_commit *m, const struct sim_backend *b, uint64_t first)
+{
+	memset(m, 0, sizeof(*m));
+	m->lat = b->commit_lat;
+	m->interval = b->commit_interval;
+	m->journal = b->journal;
+	m->next_periodic = first;
+}
+
+static void commit_start(struct sim_commit *m, uint64_t now)
+{
+	m->committing = true;
+	m->covers = m->txn;
+	m->end = now + m->lat;
+	m->uncommitted = 0;
+	m->commits++;
+}
+
+void sim_commit_ask(struct sim_commit *m, uint64_t now)
+{
+	if (m->committing)
+		m->asked = true;
+	else
+		commit_start(m, now);
+}
+
+void sim_commit_acked(struct sim_commit *m, uint64_t bytes, uint64_t now)
+{
+	m->uncommitted += bytes;
+	if (m->uncommitted >= m->journal)
+		sim_commit_ask(m, now);
+}
+
+void sim_commit_again(struct sim_commit *m, uint64_t now)
+{
+	if (m->asked) {
+		m->asked = false;
+		commit_start(m, now);
+	}
+}
+
+bool sim_commit_periodic(struct sim_commit *m, uint64_t now)
+{
+	if (now < m->next_periodic)
+		return false;
+	if (!m->committing)
+		commit_start(m, now);
+	while (m->next_periodic <= now)
+		m->next_periodic += m->interval;
+	return true;
+}
+
+uint64_t sim_commit_next(const struct sim_commit *m)
+{
+	uint64_t t = m->next_periodic;
+
+	if (m->committing && m->end < t)
+		t = m->end;
+	return t;
+}
+
+void sim_result_fill(struct sim_result *r, const struct sim_config *c, us_domain *const *dom,
+		     us_backend *bk, const uint64_t *dom_commits, const uint64_t *flushes,
+		     uint64_t server_commits)
+{
+	struct us_backend_stats bs = { .size = sizeof(bs) };
+	double sum = 0, sq = 0;
+	int i;
+
+	for (i = 0; i < c->nwr; i++) {
+		sum += r->wr[i].throughput;
+		sq += r->wr[i].throughput * r->wr[i].throughput;
+	}
+	r->jain = sq > 0 ? sum * sum / (c->nwr * sq) : 1;
+	for (i = 0; i < c->ndom; i++) {
+		struct us_domain_stats st = { .size = sizeof(st) };
+
+		us_domain_stats(dom[i], &st);
+		r->dom[i].peak_charged = st.peak_charged_bytes;
+		r->dom[i].enomem = st.enomem;
+		r->dom[i].commits = dom_commits[i];
+		r->dom[i].flushes = flushes[i];
+	}
+	us_backend_stats(bk, &bs);
+	r->commits_asked = bs.commit_calls + bs.sync_calls;
+	r->server_commits = server_commits;
+}

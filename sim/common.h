@@ -1,0 +1,129 @@
+/*
+ * unstable-sim: the pieces the virtual-time server (server.c, run.c) and the
+ * real-time run (realtime.c) share (common.c): a writer's pauses, the FIFOs
+ * of requests and landed blocks, and the simulated server's commit rules.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef US_SIM_COMMON_H
+#define US_SIM_COMMON_H
+
+#include "sim.h"
+
+/* ------------------------------------------------------------------------ */
+/* A writer's pauses                                                          */
+
+struct sim_pauses {
+	uint64_t *v;
+	size_t n, cap;
+	uint64_t max;
+};
+
+/* Records one pause. Without memory only the maximum keeps counting it. */
+void sim_pauses_record(struct sim_pauses *p, uint64_t ns);
+
+/* The 99th percentile of the pauses recorded (it sorts them), or 0. */
+uint64_t sim_pauses_p99(struct sim_pauses *p);
+
+void sim_pauses_free(struct sim_pauses *p);
+
+/* ------------------------------------------------------------------------ */
+/* FIFOs                                                                      */
+
+/*
+ * Makes room for one more element of size bytes at the tail of the FIFO
+ * v[head, tail) of cap elements: slides the live part to the front when
+ * the tail is at the end, then, if still full, doubles cap (first: its
+ * first size). Returns the array (v, or where it moved to), or NULL
+ * without memory (v is still valid, perhaps slid).
+ */
+void *sim_fifo_room(void *v, size_t size, size_t *head, size_t *tail, size_t *cap, size_t first);
+
+/* A block that landed, for the commit that will cover it. */
+struct sim_landed {
+	int writer;
+	uint64_t k, txn;
+};
+
+/* The blocks that landed, in transaction order. */
+struct sim_landq {
+	struct sim_landed *v;
+	size_t head, tail, cap;
+};
+
+/* Remembers a block that landed. Without memory the block simply never
+ * becomes durable, and counts as lost. */
+void sim_landq_push(struct sim_landq *q, int writer, uint64_t k, uint64_t txn);
+
+/* The next block a commit covering transactions up to txn covers, taken
+ * off the queue; NULL when there is none. */
+const struct sim_landed *sim_landq_pop(struct sim_landq *q, uint64_t txn);
+
+void sim_landq_free(struct sim_landq *q);
+
+/* ------------------------------------------------------------------------ */
+/* The simulated server's commits                                             */
+
+/*
+ * A commit covers every transaction acknowledged when it starts and lasts
+ * lat. One starts every interval (unless one is running), when journal
+ * bytes are uncommitted, or when asked; an ask while one runs starts
+ * exactly one more after it.
+ */
+struct sim_commit {
+	uint64_t lat, interval, journal; /* the backend's figures */
+	uint64_t txn;			 /* the last transaction acknowledged */
+	uint64_t uncommitted;		 /* bytes acknowledged since a commit started */
+	bool committing, asked;		 /* a commit runs; another asked after it */
+	uint64_t end, covers;		 /* of the running commit: when it ends, its last txn */
+	uint64_t next_periodic;
+	uint64_t commits; /* commits started */
+};
+
+/* The first periodic commit is at first. */
+void sim_commit_init(struct sim_commit *m, const struct sim_backend *b, uint64_t first);
+
+/* A commit is asked for at now: it starts, or one more after the running one. */
+void sim_commit_ask(struct sim_commit *m, uint64_t now);
+
+/* bytes were acknowledged at now: a commit is asked for when journal bytes
+ * are uncommitted. */
+void sim_commit_acked(struct sim_commit *m, uint64_t bytes, uint64_t now);
+
+/* Whether the running commit is over at now. */
+static inline bool sim_commit_due(const struct sim_commit *m, uint64_t now)
+{
+	return m->committing && m->end <= now;
+}
+
+/* The running commit ends (what it covers: m->covers). */
+static inline void sim_commit_end(struct sim_commit *m)
+{
+	m->committing = false;
+}
+
+/* After a commit ended: the one asked meanwhile starts at now. */
+void sim_commit_again(struct sim_commit *m, uint64_t now);
+
+/* The periodic commits due at now: starts one unless one runs, and moves
+ * the next past now. Whether any was due. */
+bool sim_commit_periodic(struct sim_commit *m, uint64_t now);
+
+/* The next time at which a commit starts or ends by itself. */
+uint64_t sim_commit_next(const struct sim_commit *m);
+
+/* ------------------------------------------------------------------------ */
+/* The result                                                                 */
+
+/*
+ * What both modes report alike, once the writers' throughput is in r: the
+ * Jain index over the c->nwr writers, per domain of dom[0..c->ndom) its
+ * peak charged bytes and ENOMEM count (the engine's), its commits and
+ * flushes (the server's counts), the commits the engine asked of backend
+ * bk and the commits the server made.
+ */
+void sim_result_fill(struct sim_result *r, const struct sim_config *c, us_domain *const *dom,
+		     us_backend *bk, const uint64_t *dom_commits, const uint64_t *flushes,
+		     uint64_t server_commits);
+
+#endif
