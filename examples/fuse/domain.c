@@ -55,14 +55,14 @@ int ufs_cgroup_detect(struct ufs *fs)
 	return -ENOENT;
 }
 
-/* The memory cgroup path of pid ("/a/b"), from /proc/PID/cgroup. */
-static int cgroup_of(struct ufs *fs, pid_t pid, char *out, size_t len)
+/* See ufuse.h. */
+int ufs_cgroup_of(struct ufs *fs, pid_t pid, char *out, size_t len)
 {
-	char name[64], line[4096];
+	char name[600], line[4096];
 	int rc = -ENOENT;
 	FILE *f;
 
-	snprintf(name, sizeof(name), "/proc/%d/cgroup", (int)pid);
+	snprintf(name, sizeof(name), "%s/%d/cgroup", fs->proc ? fs->proc : "/proc", (int)pid);
 	if (!(f = fopen(name, "r")))
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
@@ -110,9 +110,7 @@ static uint64_t read_limit(const char *file)
 	return v >= UFS_V1_UNLIMITED ? US_UNLIMITED : v;
 }
 
-/* The smallest memory limit on the cgroup directory dir and its ancestors
- * up to the controller's mount. */
-static uint64_t cgroup_limit(struct ufs *fs, const char *dir)
+uint64_t ufs_cgroup_limit(struct ufs *fs, const char *dir)
 {
 	const char *file = fs->cg_version == 1 ? "memory.limit_in_bytes" : "memory.max";
 	size_t mlen = strlen(fs->cg_mount);
@@ -195,7 +193,7 @@ static struct ufs_domain *domain_get(struct ufs *fs, const char *prefix, const c
 	d->applied_max = US_UNLIMITED;
 	ufs_domain_ratios(fs, d->dom);
 	if (*limit_path) {
-		uint64_t max = scaled(fs, cgroup_limit(fs, limit_path));
+		uint64_t max = scaled(fs, ufs_cgroup_limit(fs, limit_path));
 
 		if (max != US_UNLIMITED && us_domain_set_limit(d->dom, US_LIMIT_MAX, max) == 0)
 			d->applied_max = max;
@@ -217,7 +215,8 @@ us_domain *ufs_domain_for(struct ufs *fs, pid_t pid, uid_t uid)
 	if (fs->opt.domain_by == UFS_DOMAIN_UID) {
 		snprintf(key, sizeof(key), "%u", (unsigned)uid);
 		d = domain_get(fs, "uid:", key, "");
-	} else if (pid > 0 && cgroup_of(fs, pid, key, sizeof(key)) == 0 && strcmp(key, "/") != 0) {
+	} else if (pid > 0 && ufs_cgroup_of(fs, pid, key, sizeof(key)) == 0 &&
+		   strcmp(key, "/") != 0) {
 		snprintf(dir, sizeof(dir), "%s%s", fs->cg_mount, key);
 		d = domain_get(fs, "cg", key, dir);
 	}
@@ -236,7 +235,7 @@ void ufs_domain_refresh(struct ufs *fs)
 
 		if (!*d->limit_path || access(d->limit_path, F_OK) != 0)
 			continue; /* a uid domain, or the cgroup is gone */
-		max = scaled(fs, cgroup_limit(fs, d->limit_path));
+		max = scaled(fs, ufs_cgroup_limit(fs, d->limit_path));
 		/* Lowering it below what is charged fails with -EBUSY after
 		 * evicting: retried at the next tick, while writeback goes on. */
 		if (max != d->applied_max && us_domain_set_limit(d->dom, US_LIMIT_MAX, max) == 0)
@@ -277,6 +276,6 @@ void ufs_stats_write(struct ufs *fs, FILE *f)
 	for (d = fs->domains; d; d = d->next)
 		stat_domain(f, d->dom, us_domain_name(d->dom),
 			    *d->limit_path ? d->limit_path : NULL,
-			    *d->limit_path ? cgroup_limit(fs, d->limit_path) : 0);
+			    *d->limit_path ? ufs_cgroup_limit(fs, d->limit_path) : 0);
 	pthread_mutex_unlock(&fs->dom_lock);
 }

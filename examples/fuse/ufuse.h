@@ -120,6 +120,7 @@ struct ufs {
 	/* cgroup mode: where the memory controller is mounted, and its version. */
 	char cg_mount[512];
 	int cg_version; /* 1 or 2; 0 when none was found */
+	const char *proc; /* where /proc is: NULL for "/proc" (tests point it elsewhere) */
 };
 
 /* fs.c */
@@ -132,6 +133,12 @@ void ufs_domain_ratios(struct ufs *fs, us_domain *d);
 us_domain *ufs_domain_for(struct ufs *fs, pid_t pid, uid_t uid);
 void ufs_domain_refresh(struct ufs *fs);
 int ufs_cgroup_detect(struct ufs *fs);
+/* The memory cgroup path of pid ("/a/b") from its /proc/PID/cgroup: 0, or
+ * -ENOENT when it names none for the version in fs. */
+int ufs_cgroup_of(struct ufs *fs, pid_t pid, char *out, size_t len);
+/* The smallest memory limit of the cgroup directory dir (under cg_mount)
+ * and its ancestors; US_UNLIMITED for none. */
+uint64_t ufs_cgroup_limit(struct ufs *fs, const char *dir);
 void ufs_stats_write(struct ufs *fs, FILE *f);
 
 #endif /* UFUSE_H */
