@@ -28,6 +28,19 @@
  *    (US_WRITE_LOST), which the object then reports. A durable version
  *    never goes backwards: an older write never lands after a newer one.
  *
+ * Allocation failures (issue 7): an input that holds the byte OP_ARM
+ * anywhere runs its engine on allocator hooks (the others keep the per-thread
+ * writer caches, which hooks turn off), and the opcode OP_ARM arms the hooks
+ * to fail the Nth next allocation (of either kind, or only META or only
+ * PAYLOAD) during the next few operations. A call that sees the failure must
+ * return -ENOMEM, call no callback and leave everything as the model has it
+ * (the model is not told of the call); one that succeeds anyway (it did not
+ * need the allocation) updates the model as usual. us_engine_poll(),
+ * us_sync_done() and a sync's first step defer what they could not allocate
+ * for (the state matches the model whatever they did), and the next call,
+ * made at once without the failure, must succeed. At the end every
+ * allocation must have been freed, with the size and kind it was made with.
+ *
  * Built with clang as the libFuzzer target us-fuzz-api, and with any
  * compiler as us-fuzz-replay (tests/fuzz_replay.c), which runs the corpus
  * as a regression test.
@@ -49,6 +62,10 @@
 #define NPEND	RM_NBUF
 #define NUNST	1024
 #define ROOTMAX (64 * K4)
+/* The opcode byte that arms an allocation failure. Every byte value was an
+ * opcode already; 239 (23 mod 24, a second object creation) was the rarest
+ * in the corpus. */
+#define OP_ARM 239u
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -84,6 +101,19 @@ struct fbk {
 	uint64_t obj_committed[RM_NOBJ];
 };
 
+/* The allocator hooks: count, check sizes, fail the armed allocation. */
+struct hk {
+	uint64_t calls[2];  /* per kind */
+	uint64_t live;	    /* allocations not freed yet */
+	bool armed;	    /* a failure is armed */
+	int kind;	    /* the kind it waits for, or -1 for both */
+	unsigned left;	    /* allocations of that kind before it fires */
+	unsigned window;    /* operations left before it is disarmed */
+	bool fired;	    /* it fired during the current operation */
+	uint64_t nfired;    /* failures that fired in this input */
+	uint64_t nsurvived; /* armed windows that ran out without firing */
+};
+
 struct fz {
 	const uint8_t *p;
 	size_t n, i;
@@ -102,9 +132,15 @@ struct fz {
 	us_sync *sync;
 	int sync_obj, sync_dom; /* what the sync is on (-1: none) */
 	unsigned dom_gen;
+	struct hk hk;
+	uint64_t ncb; /* callbacks called */
 };
 
 static struct fz *F;
+
+/* Injected failures that fired, over every input run in this process. */
+extern uint64_t us_fuzz_oom_fired; /* read by fuzz_replay.c */
+uint64_t us_fuzz_oom_fired;
 
 /* ------------------------------------------------------------------------ */
 /* Input                                                                     */
@@ -164,6 +200,72 @@ static int pick_buf(struct fz *f)
 }
 
 #define CHECK(cond, ...) RM_ASSERT(&f->m, cond, __VA_ARGS__)
+
+/* ------------------------------------------------------------------------ */
+/* Allocator hooks                                                           */
+
+/* Each allocation carries its size and kind, checked when it is freed. */
+#define HK_HDR 16
+
+static void *hk_alloc(void *ctx, size_t size, enum us_alloc_kind kind)
+{
+	struct fz *f = ctx;
+	struct hk *h = &f->hk;
+	unsigned char *p;
+	uint64_t tag[2] = { size, kind };
+
+	CHECK(kind == US_ALLOC_META || kind == US_ALLOC_PAYLOAD, "allocation of kind %d", kind);
+	h->calls[kind]++;
+	if (h->armed && (h->kind < 0 || h->kind == (int)kind) && --h->left == 0) {
+		h->armed = false;
+		h->fired = true;
+		h->nfired++;
+		us_fuzz_oom_fired++;
+		return NULL;
+	}
+	p = malloc(HK_HDR + (size ? size : 1));
+	CHECK(p != NULL, "out of memory");
+	memcpy(p, tag, sizeof(tag));
+	h->live++;
+	return p + HK_HDR;
+}
+
+static void hk_free(void *ctx, void *ptr, size_t size, enum us_alloc_kind kind)
+{
+	struct fz *f = ctx;
+	unsigned char *p;
+	uint64_t tag[2];
+
+	if (!ptr)
+		return;
+	p = (unsigned char *)ptr - HK_HDR;
+	memcpy(tag, p, sizeof(tag));
+	CHECK(tag[0] == size && tag[1] == (uint64_t)kind,
+	      "freed with size %zu kind %d, allocated with size %llu kind %llu", size, kind,
+	      (unsigned long long)tag[0], (unsigned long long)tag[1]);
+	CHECK(f->hk.live > 0, "more frees than allocations");
+	f->hk.live--;
+	free(p);
+}
+
+/* Whether the armed failure fired during the current operation. */
+static bool fired(const struct fz *f)
+{
+	return f->hk.fired;
+}
+
+/* After an operation: a failure that fired, or whose window ran out, is
+ * disarmed. */
+static void hk_step(struct fz *f)
+{
+	struct hk *h = &f->hk;
+
+	h->fired = false;
+	if (h->armed && --h->window == 0) {
+		h->armed = false;
+		h->nsurvived++;
+	}
+}
 
 /* ------------------------------------------------------------------------ */
 /* Durability: the server's store                                            */
@@ -306,6 +408,7 @@ static int fb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, ui
 	size_t j;
 	uint64_t expect = offset;
 
+	f->ncb++;
 	verify_limits(f);
 	CHECK(n > 0 && reason <= US_REASON_USER, "bad flush call");
 	CHECK(f->m.obj[oi].bk == k->idx, "object %d flushed to the wrong backend", oi);
@@ -389,6 +492,7 @@ static int fb_commit(void *ctx, us_object *obj, enum us_reason reason)
 	struct fz *f = F;
 
 	(void)reason;
+	f->ncb++;
 	verify_limits(f);
 	if (k->cmode == C_FAIL)
 		return -EIO;
@@ -404,6 +508,7 @@ static int fb_sync(void *ctx, us_backend *b, enum us_reason reason)
 
 	(void)b;
 	(void)reason;
+	f->ncb++;
 	verify_limits(f);
 	if (k->cmode == C_FAIL)
 		return -EIO;
@@ -419,6 +524,7 @@ static void fb_evict(void *ctx, us_object *obj, uint64_t offset, uint64_t length
 
 	(void)ctx;
 	(void)data;
+	f->ncb++;
 	CHECK(i >= 0, "evicted a buffer the model does not have");
 	CHECK(f->m.buf[i].len == length, "evicted length differs");
 	CHECK(data_ok(f, &f->m.buf[i]),
@@ -487,6 +593,20 @@ static int commit_now(struct fz *f, struct fbk *k, int oi)
 /* ------------------------------------------------------------------------ */
 /* Operations                                                                */
 
+/*
+ * A call that saw the injected failure and failed: -ENOMEM, no callback
+ * since ncb0 (the caller leaves the model as it was, and verify() compares).
+ */
+static bool failed_clean(struct fz *f, const char *what, int rc, uint64_t ncb0)
+{
+	if (!fired(f) || rc >= 0)
+		return false;
+	CHECK(rc == -ENOMEM, "%s with a failed allocation: %d", what, rc);
+	CHECK(f->ncb == ncb0, "%s failed after calling %llu callbacks", what,
+	      (unsigned long long)(f->ncb - ncb0));
+	return true;
+}
+
 static uint64_t limit_value(struct fz *f)
 {
 	unsigned v = u8(f);
@@ -499,7 +619,7 @@ static uint64_t limit_value(struct fz *f)
 static void op_dom_create(struct fz *f)
 {
 	int parent = pick_dom(f, true), d, rc;
-	uint64_t max = limit_value(f);
+	uint64_t max = limit_value(f), ncb0;
 	char name[32];
 	us_domain *dom;
 
@@ -509,7 +629,12 @@ static void op_dom_create(struct fz *f)
 	d = rm_dom_add(&f->m, parent, US_UNLIMITED);
 	if (d < 0)
 		return;
+	ncb0 = f->ncb;
 	rc = us_domain_create(f->e, f->dom[parent], name, 0, &dom);
+	if (failed_clean(f, "us_domain_create", rc, ncb0)) {
+		f->m.dom[d].used = false;
+		return;
+	}
 	CHECK(rc == 0, "us_domain_create: %d", rc);
 	f->dom[d] = dom;
 	if (max != US_UNLIMITED && max != 0) {
@@ -538,6 +663,7 @@ static void op_dom_destroy(struct fz *f)
 static void op_obj_create(struct fz *f)
 {
 	int d = pick_dom(f, true), k = (int)(u8(f) % RM_NBK), o, rc;
+	uint64_t ncb0 = f->ncb;
 	us_object *obj;
 
 	if (d < 0)
@@ -546,6 +672,10 @@ static void op_obj_create(struct fz *f)
 	if (o < 0)
 		return;
 	rc = us_object_create(f->bk[k].b, f->dom[d], (void *)(uintptr_t)(o + 1), &obj);
+	if (failed_clean(f, "us_object_create", rc, ncb0)) {
+		f->m.obj[o].used = false;
+		return;
+	}
 	CHECK(rc == 0, "us_object_create: %d", rc);
 	f->obj[o] = obj;
 	f->m.obj[o].h = obj;
@@ -577,6 +707,7 @@ static void op_get(struct fz *f)
 	enum rm_get pr;
 	us_buf *eb = NULL;
 	unsigned flags = 0;
+	uint64_t ncb0;
 
 	if (o < 0)
 		return;
@@ -613,7 +744,12 @@ static void op_get(struct fz *f)
 		}
 		return;
 	}
+	ncb0 = f->ncb;
 	rc = us_buf_get(f->obj[o], off, len, flags, &eb);
+	/* A charge that fits allocates before anything changes; one that
+	 * reclaims may have started writeback, the callbacks told the model. */
+	if (pr == RM_GET_FITS && failed_clean(f, "us_buf_get", rc, ncb0))
+		return;
 	switch (pr) {
 	case RM_GET_EXISTS:
 		CHECK(rc == 0 && eb == f->m.buf[exists].h, "get existing: %d", rc);
@@ -715,7 +851,7 @@ static void op_flush(struct fz *f)
 {
 	int o = pick_obj(f), i, expect = 0, rc;
 	unsigned a = u8(f), b = u8(f), r = u8(f);
-	uint64_t off = 0, len = US_UNLIMITED, end = UINT64_MAX;
+	uint64_t off = 0, len = US_UNLIMITED, end = UINT64_MAX, ncb0;
 
 	if (o < 0)
 		return;
@@ -733,7 +869,18 @@ static void op_flush(struct fz *f)
 	}
 	f->handed = f->putback = 0;
 	f->refused = false;
+	ncb0 = f->ncb;
 	rc = us_object_flush(f->obj[o], off, len, (uint64_t)(r % 4) * 3 * K4);
+	if (failed_clean(f, "us_object_flush", rc, ncb0))
+		return;
+	if (fired(f)) {
+		/* Its array could not grow: what it took went, the rest waits. */
+		CHECK(rc == f->handed - f->putback && f->handed <= expect,
+		      "us_object_flush with a failed allocation: %d, model %d, handed %d, "
+		      "given back %d",
+		      rc, expect, f->handed, f->putback);
+		return;
+	}
 	CHECK(rc == (f->refused ? f->handed - f->putback : expect),
 	      "us_object_flush: %d, model %d, handed %d, given back %d, refused %d", rc, expect,
 	      f->handed, f->putback, f->refused);
@@ -880,6 +1027,17 @@ static void op_poll(struct fz *f)
 	f->handed = f->putback = 0;
 	f->refused = false;
 	rc = us_engine_poll(f->e, us_engine_now(f->e) + steps[u8(f) % 8], &next);
+	if (fired(f)) {
+		/* Writeback that could not start fails the call; commits and
+		 * sync steps are deferred. Whatever it did, the callbacks told
+		 * the model; the next call, at once, must succeed. */
+		CHECK(rc == -ENOMEM || rc == f->handed - f->putback,
+		      "poll with a failed allocation: %d, handed %d, %d given back", rc, f->handed,
+		      f->putback);
+		f->handed = f->putback = 0;
+		f->refused = false;
+		rc = us_engine_poll(f->e, us_engine_now(f->e), &next);
+	}
 	CHECK(rc >= 0, "poll: %d", rc);
 	CHECK(rc == f->handed - f->putback, "poll returned %d, handed %d, %d given back", rc,
 	      f->handed, f->putback);
@@ -921,7 +1079,11 @@ static void op_reclaim(struct fz *f)
 		return;
 	pr = rm_charge_predict(&f->m, o, len);
 	rc = us_object_reclaim(f->obj[o], len, &retry);
-	if (pr == RM_GET_FITS)
+	if (fired(f))
+		/* It started less than it wanted, or nothing. */
+		CHECK(rc == 0 || rc == -EAGAIN || rc == -ENOMEM,
+		      "reclaim with a failed allocation: %d", rc);
+	else if (pr == RM_GET_FITS)
 		CHECK(rc == 0, "reclaim that fits: %d", rc);
 	else if (pr == RM_GET_HOPELESS)
 		CHECK(rc == -ENOMEM, "reclaim that cannot fit: %d", rc);
@@ -929,9 +1091,22 @@ static void op_reclaim(struct fz *f)
 		CHECK(rc == 0 || rc == -EAGAIN || rc == -ENOMEM, "reclaim: %d", rc);
 }
 
+/* A sync step that saw the failure deferred its work: the next one, at
+ * once, must go through. */
+static void sync_retry(struct fz *f)
+{
+	int rc;
+
+	if (!fired(f))
+		return;
+	rc = us_sync_done(f->sync);
+	CHECK(rc == 0 || rc == 1, "us_sync_done after a deferred step: %d", rc);
+}
+
 static void op_sync(struct fz *f)
 {
 	unsigned a = u8(f);
+	uint64_t ncb0 = f->ncb;
 	int rc;
 
 	if (f->sync) {
@@ -944,6 +1119,7 @@ static void op_sync(struct fz *f)
 			f->handed = 0;
 			rc = us_sync_done(f->sync);
 			CHECK(rc == 0 || rc == 1, "us_sync_done: %d", rc);
+			sync_retry(f);
 		}
 		return;
 	}
@@ -953,15 +1129,24 @@ static void op_sync(struct fz *f)
 		if (o < 0)
 			return;
 		rc = us_object_sync_start(f->obj[o], NULL, NULL, &f->sync);
+		if (failed_clean(f, "us_object_sync_start", rc, ncb0)) {
+			f->sync = NULL;
+			return;
+		}
 		CHECK(rc == 0, "us_object_sync_start: %d", rc);
 		f->sync_obj = o;
 	} else {
 		int d = pick_dom(f, true);
 
 		rc = us_domain_sync_start(f->dom[d], NULL, NULL, &f->sync);
+		if (failed_clean(f, "us_domain_sync_start", rc, ncb0)) {
+			f->sync = NULL;
+			return;
+		}
 		CHECK(rc == 0, "us_domain_sync_start: %d", rc);
 		f->sync_dom = d;
 	}
+	sync_retry(f);
 }
 
 static void op_balance(struct fz *f)
@@ -983,11 +1168,25 @@ static void op_inflight(struct fz *f)
 	CHECK(rc == 0, "set_max_inflight: %d", rc);
 }
 
+/* Arms the hooks: the Nth next allocation (of a kind, or of both) fails,
+ * during the next few operations. */
+static void op_arm(struct fz *f)
+{
+	unsigned a = u8(f), b = u8(f);
+	struct hk *h = &f->hk;
+
+	h->armed = true;
+	h->left = 1 + (a & 7);
+	h->kind = (int)((a >> 3) % 3) - 1;
+	h->window = 1 + b % 4;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Setup and teardown                                                        */
 
 static void setup(struct fz *f)
 {
+	struct us_alloc_hooks hooks = { hk_alloc, hk_free, f };
 	struct us_engine_options o;
 	int k, rc;
 
@@ -996,6 +1195,8 @@ static void setup(struct fz *f)
 	us_engine_options_init(&o);
 	o.clock = US_CLOCK_VIRTUAL;
 	o.memory_bytes = ROOTMAX;
+	if (memchr(f->p, OP_ARM, f->n))
+		o.alloc = &hooks;
 	rc = us_engine_create(&o, &f->e);
 	CHECK(rc == 0, "us_engine_create: %d", rc);
 	f->dom[0] = us_engine_root(f->e);
@@ -1022,6 +1223,7 @@ static void teardown(struct fz *f)
 {
 	int k, i, round, rc;
 
+	f->hk.armed = false;
 	if (f->sync) {
 		CHECK(us_sync_free(f->sync) == 0, "us_sync_free");
 		f->sync = NULL;
@@ -1080,6 +1282,7 @@ static void teardown(struct fz *f)
 	verify_limits(f);
 	rc = us_engine_destroy(f->e);
 	CHECK(rc == 0, "us_engine_destroy: %d", rc);
+	CHECK(f->hk.live == 0, "%llu allocations never freed", (unsigned long long)f->hk.live);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -1094,8 +1297,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	f->n = size;
 	setup(f);
 	while (f->i < f->n && nops++ < MAXOPS) {
+		unsigned op = u8(f);
+
 		f->m.ops = nops;
-		switch (u8(f) % 24) {
+		if (op == OP_ARM) {
+			op_arm(f);
+			verify(f);
+			continue;
+		}
+		switch (op % 24) {
 		case 0:
 			op_dom_create(f);
 			break;
@@ -1175,6 +1385,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		verify(f);
+		hk_step(f);
 	}
 	f->m.ops = nops + 1;
 	teardown(f);

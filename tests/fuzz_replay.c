@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+extern uint64_t us_fuzz_oom_fired; /* fuzz_api.c */
 
 static int run_file(const char *path)
 {
@@ -96,6 +97,8 @@ int main(int argc, char **argv)
 		}
 		free(names);
 	}
-	printf("fuzz replay: %d inputs, every step checked against the model\n", runs);
+	printf("fuzz replay: %d inputs, every step checked against the model; %llu injected "
+	       "allocation failures\n",
+	       runs, (unsigned long long)us_fuzz_oom_fired);
 	return runs > 0 ? 0 : 1;
 }
