@@ -624,7 +624,8 @@ US_EXPORT int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigne
  * (after evicting, if need be, on the charge itself); -EAGAIN when it waits
  * for writeback or commit progress that this call started (flushes with
  * reason US_REASON_RECLAIM, commits or a sync, buffers marked
- * US_BUF_RECLAIM): *retry_ns (when not NULL) receives the time after which
+ * US_BUF_RECLAIM), or that it could not start for want of memory for its
+ * own records: *retry_ns (when not NULL) receives the time after which
  * to try again; -ENOMEM when US_PARAM_RECLAIM_RETRIES waits in a row saw no
  * progress at all, or length is larger than a max on the chain (counted in
  * the domain's enomem). Callbacks are called without the lock.
