@@ -146,7 +146,7 @@ int us_object_commit(us_object *o)
 		rc = bk->ops.sync(bk->ctx, bk, US_REASON_USER);
 	us__callback_exit(e);
 	us__lock(e);
-	o->busy--;
+	us__obj_unbusy(o);
 	us__unlock(e);
 	return rc > 0 ? 0 : rc;
 }

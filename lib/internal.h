@@ -282,7 +282,7 @@ struct us_wb {
 	uint64_t bw_stamp_ns; /* last sample */
 	uint64_t bw_cleaned;  /* cleaned at the last sample */
 	uint64_t bw_last;     /* the last sample alone, bytes per second */
-	uint64_t chk[5];		      /* scratch for the checker */
+	uint64_t chk[5];      /* scratch for the checker */
 };
 
 struct us_backend {
@@ -435,6 +435,7 @@ struct us_engine {
 	uint64_t dirty_expire_ns, writeback_interval_ns, max_pause_ns, min_pause_ns;
 	uint64_t max_flush_bytes, bw_interval_ns, bw_period_ns, init_bw;
 	uint64_t force_commit, commit_interval_ns, max_commits;
+	unsigned idle_waiters; /* threads waiting for objects to be idle (shutdown) */
 	uint64_t reclaim_wait_ns, reclaim_retries;
 	uint64_t next_purge_ns; /* arenas purged after eviction, not before */
 	uint64_t next_expiry_ns;
@@ -622,6 +623,9 @@ void us__threads_stop(us_engine *e);
 void us__threads_fini(us_engine *e);
 /* Wakes the flusher threads (no-op in polled mode). Call without the lock. */
 void us__kick(us_engine *e);
+/* Under the lock: drops one busy count of o; the last one kicks the
+ * idle_waiters (a shutdown waiting for callbacks still returning). */
+void us__obj_unbusy(us_object *o);
 /* Waits ns on the engine's clock (advances a virtual clock). */
 void us__sleep(us_engine *e, uint64_t ns);
 /* Waits up to ns for progress (a kick: a completion, a commit); on a

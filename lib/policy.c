@@ -196,7 +196,7 @@ void us__commit_issue(us_engine *e, struct us_commit_req *list)
 			bk->commit_backoff_ns = 0;
 		}
 		if (r->o)
-			r->o->busy--;
+			us__obj_unbusy(r->o);
 		us__meta_free(e, r, sizeof(*r));
 		us__unlock(e);
 	}

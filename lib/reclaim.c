@@ -156,7 +156,7 @@ void us__victims_release(us_engine *e, struct us_list *victims)
 			us__callback_exit(e);
 		}
 		us__lock(e);
-		o->busy--;
+		us__obj_unbusy(o);
 		us__unlock(e);
 		us__buf_free(e, b);
 	}

@@ -28,7 +28,6 @@
  * cursor (us_object_sync(), us_object_check_error()).
  */
 #include "internal.h"
-#include <time.h>
 
 struct us_sync {
 	us_engine *e;
@@ -321,7 +320,7 @@ int us_sync_free(us_sync *s)
 	us__lock(e);
 	us_list_del(&s->link);
 	if (s->o)
-		s->o->busy--;
+		us__obj_unbusy(s->o);
 	else
 		s->d->nsyncs--;
 	us__unlock(e);
@@ -384,7 +383,8 @@ int us_domain_sync(us_domain *d)
  * clean and unreferenced and no sync exists, but a flush or commit call is
  * still returning (or a commit request or an eviction is being finished) on
  * another thread. Those end by themselves; a sync the host keeps does not,
- * and makes this false.
+ * and makes this false. When true, the caller is counted in idle_waiters
+ * until it has waited, so that the last busy count dropped wakes it.
  */
 static bool only_transient_busy(us_engine *e)
 {
@@ -402,6 +402,7 @@ static bool only_transient_busy(us_engine *e)
 		us_list_for_each (opos, &b->objects)
 			busy |= us_container_of(opos, us_object, link)->busy != 0;
 	}
+	e->idle_waiters += busy; /* the last busy count dropped kicks us */
 	us__unlock(e);
 	return busy;
 }
@@ -430,9 +431,10 @@ int us_engine_shutdown(us_engine *e)
 	 * has not returned yet (a flusher thread finishing a flush or commit
 	 * call); wait for it rather than fail. */
 	while (rc == -EBUSY && e->nthreads && only_transient_busy(e)) {
-		struct timespec ms = { 0, 1000000 };
-
-		nanosleep(&ms, NULL);
+		us__wait_progress(e, 10 * US_MSEC);
+		us__lock(e);
+		e->idle_waiters--;
+		us__unlock(e);
 		rc = us_engine_destroy(e);
 	}
 	return rc;

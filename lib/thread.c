@@ -127,6 +127,12 @@ void us__kick(us_engine *e)
 	pthread_mutex_unlock(&e->thr_lock);
 }
 
+void us__obj_unbusy(us_object *o)
+{
+	if (--o->busy == 0 && o->engine->idle_waiters)
+		us__kick(o->engine);
+}
+
 void us__wait_progress(us_engine *e, uint64_t ns)
 {
 	uint64_t gen, deadline;

@@ -163,7 +163,7 @@ uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
 	}
 	us__lock_nodrain(e);
 	if (bt->n)
-		o->busy--;
+		us__obj_unbusy(o);
 	us__meta_free(e, bt->bufs, bt->cap * sizeof(*bt->bufs));
 	us__unlock(e);
 	bt->bufs = NULL;

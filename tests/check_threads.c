@@ -13,7 +13,7 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <time.h>
+#include <stdbool.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -456,59 +456,90 @@ START_TEST(test_blocking_reclaim_sync_shutdown)
 }
 END_TEST
 
-/* Completes inside its calls, then lingers in them: the engine must wait
- * for the call to return, not only for the completion. */
-static int linger_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
-			uint64_t length, enum us_reason reason)
-{
-	struct timespec ms = { 0, 2000000 };
-	int rc = ibk_flush(ctx, obj, bufs, n, offset, length, reason);
+/* The test waits here for an engine thread (a callback) to signal. */
+static struct gate {
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	bool open;
+} gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
 
-	nanosleep(&ms, NULL);
-	return rc;
+static void gate_set(bool open)
+{
+	pthread_mutex_lock(&gate.m);
+	gate.open = open;
+	pthread_cond_broadcast(&gate.c);
+	pthread_mutex_unlock(&gate.m);
 }
 
-static int linger_commit(void *ctx, us_object *o, enum us_reason reason)
+static void gate_wait(void)
 {
-	struct timespec ms = { 0, 20000000 };
-	uint64_t t = ibk_covered(ctx);
+	pthread_mutex_lock(&gate.m);
+	while (!gate.open)
+		pthread_cond_wait(&gate.c, &gate.m);
+	pthread_mutex_unlock(&gate.m);
+}
+
+static us_engine *parked_engine;
+
+/* Commits, signals the gate, then stays in the call until the engine's
+ * virtual clock moves: the engine must wait for the call to return, not
+ * only for the completion, and only its own waiting moves the clock. */
+static int parked_commit(void *ctx, us_object *o, enum us_reason reason)
+{
+	uint64_t t = ibk_covered(ctx), at;
 
 	(void)reason;
 	if (t)
 		us_object_commit_done(o, t);
-	nanosleep(&ms, NULL);
+	at = us_engine_now(parked_engine);
+	gate_set(true);
+	while (us_engine_now(parked_engine) == at)
+		sched_yield();
 	return 0;
 }
 
 /*
- * us_engine_shutdown() in threaded mode while the flusher threads' last
- * callbacks, which completed everything, have not returned yet: it waits
- * for them and destroys the engine (it used to fail with -EBUSY).
+ * us_engine_shutdown() in threaded mode while a flusher thread's commit
+ * call, which completed everything, has not returned yet: it waits for it
+ * and destroys the engine (it used to fail with -EBUSY).
  */
 START_TEST(test_shutdown_waits_for_callbacks)
 {
 	struct us_backend_ops ops = { .size = sizeof(ops),
-				      .flush = linger_flush,
-				      .commit = linger_commit };
+				      .flush = ibk_flush,
+				      .commit = parked_commit };
 	struct ibk x = { .txn = 0 };
-	us_engine *e = ibk_engine(&x, &ops, false, 1u << 30, 2);
+	us_engine *e = ibk_engine(&x, &ops, true, 1u << 30, 2);
 	us_domain *d;
-	us_object *o = ibk_object(e, &x, 1 << 20, &d);
-	uint64_t i, since;
+	us_object *o = ibk_object(e, &x, 64 << 20, &d);
+	uint64_t i;
 
-	for (i = 0; i < 64; i++) {
+	parked_engine = e;
+	gate_set(false);
+	for (i = 0; i < 4; i++) {
 		us_buf *b;
 
 		tu_assert(us_buf_get(o, i * 65536, 65536, US_GET_NODATA, &b) == 1, "get");
 		tu_assert(us_buf_dirty(b, NULL) == 0, "dirty");
 		tu_assert(us_buf_put(b) == 0, "put");
 	}
-	since = us_object_errseq(o);
-	ck_assert_int_eq(us_object_sync(o, &since), 0);
+	/* Written and acknowledged unstable from this thread; the commit of
+	 * old unstable data comes from a flusher once the interval passes. */
+	ck_assert_int_eq(us_object_flush(o, 0, US_UNLIMITED, 0), 4);
+	ck_assert_int_eq(us_engine_clock_advance(e, 60 * 1000000000ull), 0);
+	gate_wait();
+	ck_assert_uint_eq(tu_stats(d).unstable_bytes + tu_stats(d).dirty_bytes, 0);
 	ck_assert_int_eq(us_engine_shutdown(e), 0);
 	pthread_mutex_destroy(&x.m);
 }
 END_TEST
+
+static void sync_finished(void *ctx, us_sync *y)
+{
+	(void)ctx;
+	(void)y;
+	gate_set(true);
+}
 
 /*
  * A sync the host still holds keeps the engine: us_engine_shutdown() in
@@ -524,16 +555,14 @@ START_TEST(test_shutdown_with_held_sync)
 	us_sync *y;
 	us_buf *b;
 
+	gate_set(false);
 	ck_assert_int_eq(us_object_create(x.bk, NULL, NULL, &o), 0);
 	ck_assert_int_eq(us_buf_get(o, 0, 4096, 0, &b), 1);
 	ck_assert_int_eq(us_buf_dirty(b, NULL), 0);
 	ck_assert_int_eq(us_buf_put(b), 0);
-	ck_assert_int_eq(us_object_sync_start(o, NULL, NULL, &y), 0);
-	while (us_sync_done(y) == 0) {
-		struct timespec ms = { 0, 1000000 };
-
-		nanosleep(&ms, NULL);
-	}
+	ck_assert_int_eq(us_object_sync_start(o, sync_finished, NULL, &y), 0);
+	gate_wait(); /* the flusher thread finished the sync */
+	ck_assert_int_eq(us_sync_done(y), 1);
 	ck_assert_int_eq(us_engine_shutdown(e), -EBUSY);
 	ck_assert_int_eq(us_sync_free(y), 0);
 	ck_assert_int_eq(us_engine_shutdown(e), 0);
