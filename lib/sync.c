@@ -379,14 +379,15 @@ int us_domain_sync(us_domain *d)
 }
 
 /*
- * Whether destroying fails only because some object is busy: everything is
- * clean and unreferenced and no sync exists, but a flush or commit call is
- * still returning (or a commit request or an eviction is being finished) on
- * another thread. Those end by themselves; a sync the host keeps does not,
- * and makes this false. When true, the caller is counted in idle_waiters
- * until it has waited, so that the last busy count dropped wakes it.
+ * Whether destroying can succeed by waiting: everything is clean and
+ * unreferenced and no sync exists, so only a busy object can be in the way
+ * (a flush or commit call still returning on another thread, a commit
+ * request or an eviction being finished). Those end by themselves: if one
+ * is busy, this waits for the last busy count to drop (it kicks the
+ * idle_waiters), or 10 ms. A sync the host keeps does not end by itself,
+ * and makes this false.
  */
-static bool only_transient_busy(us_engine *e)
+static bool settle(us_engine *e)
 {
 	struct us_list *pos, *opos;
 	bool busy = false;
@@ -402,9 +403,15 @@ static bool only_transient_busy(us_engine *e)
 		us_list_for_each (opos, &b->objects)
 			busy |= us_container_of(opos, us_object, link)->busy != 0;
 	}
-	e->idle_waiters += busy; /* the last busy count dropped kicks us */
+	e->idle_waiters += busy;
 	us__unlock(e);
-	return busy;
+	if (busy) {
+		us__wait_progress(e, 10 * US_MSEC);
+		us__lock(e);
+		e->idle_waiters--;
+		us__unlock(e);
+	}
+	return true;
 }
 
 int us_engine_shutdown(us_engine *e)
@@ -430,12 +437,7 @@ int us_engine_shutdown(us_engine *e)
 	/* Threaded: the last completions can come from inside a callback that
 	 * has not returned yet (a flusher thread finishing a flush or commit
 	 * call); wait for it rather than fail. */
-	while (rc == -EBUSY && e->nthreads && only_transient_busy(e)) {
-		us__wait_progress(e, 10 * US_MSEC);
-		us__lock(e);
-		e->idle_waiters--;
-		us__unlock(e);
+	while (rc == -EBUSY && e->nthreads && settle(e))
 		rc = us_engine_destroy(e);
-	}
 	return rc;
 }
