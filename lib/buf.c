@@ -14,12 +14,15 @@ static const size_t state_counter[] = {
 	[US_BUF_UNSTABLE] = US_COUNTER(unstable),
 };
 
-/* Adds delta to the backend's and the writeback context's counter of s. */
+/* Adds delta to the object's, the backend's and the writeback context's
+ * counter of s. */
 static void pinned_add(us_object *o, enum us_buf_state s, int64_t delta)
 {
 	us_backend *bk = o->backend;
 	struct us_wb *wb = o->wb;
 
+	if (s != US_BUF_CLEAN)
+		o->pinned += (uint64_t)delta;
 	switch (s) {
 	case US_BUF_DIRTY:
 		bk->dirty += (uint64_t)delta;
@@ -71,8 +74,15 @@ static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 				a->peak_pinned = p;
 		}
 	}
+	if (to == US_BUF_WRITEBACK && !wb->writeback)
+		wb->busy_since_ns = us__now(o->engine);
 	pinned_add(o, from, -(int64_t)b->length);
 	pinned_add(o, to, b->length);
+	if (from == US_BUF_WRITEBACK) {
+		wb->written += b->length;
+		if (!wb->writeback)
+			wb->busy_ns += us__now(o->engine) - wb->busy_since_ns;
+	}
 	/* New data: newer than every sync running (set before they count). */
 	if (from == US_BUF_CLEAN && to == US_BUF_DIRTY)
 		b->dirty_seq = ++o->engine->dirty_seq;

@@ -210,6 +210,7 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 	e->max_commits = 4;
 	e->reclaim_wait_ns = 100 * US_MSEC;
 	e->reclaim_retries = 16;
+	e->reclaim_timeout_ns = 60 * US_SEC;
 	e->next_expiry_ns = us__now(e) + e->writeback_interval_ns;
 
 	root->engine = e;
@@ -272,6 +273,8 @@ static uint64_t *param(us_engine *e, enum us_param p)
 		return &e->reclaim_wait_ns;
 	case US_PARAM_RECLAIM_RETRIES:
 		return &e->reclaim_retries;
+	case US_PARAM_RECLAIM_TIMEOUT_NS:
+		return &e->reclaim_timeout_ns;
 	default:
 		return NULL;
 	}

@@ -226,6 +226,10 @@ struct us_domain {
 	/* Bytes the subtree's commit pipelines hold at their measured rates
 	 * (wb.c); raises ratio thresholds (throttle.c). */
 	uint64_t pipe_bytes;
+	/* The rates (us__wb_rate()) of the subtree's writeback contexts that
+	 * held pinned data at the last pipeline update (wb.c): the base of
+	 * each context's share of the dirty limits (throttle.c). */
+	uint64_t bw_sum;
 	uint64_t ev
 		[US_EV__COUNT]; /* Clean unreferenced buffers of this domain alone, oldest first. */
 	struct us_list lru;
@@ -251,6 +255,7 @@ struct us_domain {
 	 * waiting on this domain's max. */
 	uint64_t progress;
 	uint64_t reclaim_seen, reclaim_last_ns, reclaim_stalls;
+	uint64_t reclaim_progress_ns; /* its last progress while reclaiming */
 	bool reclaiming;
 	uint64_t nsyncs; /* domain syncs running on it */
 	/* jemalloc arena serving this domain's payloads (inherited unless own). */
@@ -282,7 +287,13 @@ struct us_wb {
 	uint64_t bw_stamp_ns; /* last sample */
 	uint64_t bw_cleaned;  /* cleaned at the last sample */
 	uint64_t bw_last;     /* the last sample alone, bytes per second */
-	uint64_t chk[5];      /* scratch for the checker */
+	uint64_t bw_counted;  /* its rate in its domains' bw_sum, 0: not in it */
+	/* The link: bytes whose write completed, ever, and the time writes
+	 * were in flight, ever (busy_since: when the current stretch began),
+	 * at the last sample, and their rate (bytes per second in flight). */
+	uint64_t written, busy_ns, busy_since_ns;
+	uint64_t wbw, wbw_written, wbw_busy;
+	uint64_t chk[5]; /* scratch for the checker */
 };
 
 struct us_backend {
@@ -329,6 +340,7 @@ struct us_object {
 	uint64_t nbufs;
 	uint64_t nlru;	 /* buffers on an LRU (clean, unreferenced) */
 	uint64_t ndirty; /* buffers in DIRTY */
+	uint64_t pinned; /* bytes in DIRTY, WRITEBACK or UNSTABLE */
 	uint64_t dirtied_when_ns;
 	uint64_t committed_seq;
 	uint64_t unstable_since_ns;    /* when its unstable list last became non-empty */
@@ -436,7 +448,7 @@ struct us_engine {
 	uint64_t max_flush_bytes, bw_interval_ns, bw_period_ns, init_bw;
 	uint64_t force_commit, commit_interval_ns, max_commits;
 	unsigned idle_waiters; /* threads waiting for objects to be idle (shutdown) */
-	uint64_t reclaim_wait_ns, reclaim_retries;
+	uint64_t reclaim_wait_ns, reclaim_retries, reclaim_timeout_ns;
 	uint64_t next_purge_ns; /* arenas purged after eviction, not before */
 	uint64_t next_expiry_ns;
 	uint64_t expire_cutoff_ns; /* dirty before it: expired (when expiring) */

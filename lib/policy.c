@@ -40,9 +40,14 @@
  * on its unstable ones, marking them RECLAIM so that they are the first
  * evicted once clean; then the charge waits for progress: bytes of the
  * domain's subtree that left the pinned states or were freed. The wait is
- * reclaim_wait (100 ms) at a time, cut short as soon as the charge fits;
- * after reclaim_retries (16) waits in a row without any progress at all the
- * charge fails with -ENOMEM, counted, with nothing changed. A blocking
+ * reclaim_wait (100 ms) at a time, cut short as soon as the charge fits.
+ * -ENOMEM means that nothing can make progress, not that a timer ran out:
+ * a wait without progress counts as a stall only when no write or commit of
+ * the subtree is in flight and none is backing off to retry (a 10 s commit
+ * is waited for, however long); after reclaim_retries (16) such stalls in a
+ * row, or when no progress at all came for reclaim_timeout (60 s, counted
+ * from the last completion that freed something, whatever is in flight),
+ * the charge fails with -ENOMEM, counted, with nothing changed. A blocking
  * caller waits here (threaded mode); a non-blocking one gets -EAGAIN with
  * the time to retry, and stalls are counted only once a whole wait has
  * passed, so retrying early does not hasten the failure.
@@ -373,6 +378,29 @@ static bool retry_pending(us_engine *e, us_domain *top, uint64_t now)
 	return false;
 }
 
+/*
+ * Under the lock: whether a write or a commit that will free memory of top's
+ * subtree is in flight: its writeback, or its unstable data with a commit or
+ * sync of the engine's running on its backend (the server's own commits are
+ * not seen, so without forced commits unstable data waits as stalls do).
+ */
+static bool in_flight(us_engine *e, us_domain *top)
+{
+	struct us_list *bpos;
+
+	if (top->c.writeback)
+		return true;
+	if (!top->c.unstable)
+		return false;
+	us_list_for_each (bpos, &e->backends) {
+		us_backend *bk = us_container_of(bpos, us_backend, link);
+
+		if (bk->unstable && (bk->sync_target || bk->commits_busy))
+			return true;
+	}
+	return false;
+}
+
 /* Under the lock: the charge no longer waits on d's chain. */
 static void reclaim_done(us_domain *d)
 {
@@ -380,6 +408,7 @@ static void reclaim_done(us_domain *d)
 		d->reclaiming = false;
 		d->reclaim_stalls = 0;
 		d->reclaim_last_ns = 0;
+		d->reclaim_progress_ns = 0;
 	}
 }
 
@@ -417,18 +446,27 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 			a->reclaim_last_ns = now;
 			a->reclaim_seen = a->progress;
 			a->reclaim_stalls = 0;
+			a->reclaim_progress_ns = now;
 		} else if (now >= sat_add(a->reclaim_last_ns, e->reclaim_wait_ns)) {
-			/* A wait without progress is a stall, unless a retry the
-			 * engine scheduled (a commit or a write backing off) is
-			 * still to come. */
-			if (a->progress != a->reclaim_seen)
+			/* A wait without progress is a stall only when nothing
+			 * could end it: no write or commit of the subtree in
+			 * flight, and no retry the engine scheduled (a commit or
+			 * a write backing off) still to come. */
+			if (a->progress != a->reclaim_seen) {
 				a->reclaim_stalls = 0;
-			else if (!retry_pending(e, a, now))
+				a->reclaim_progress_ns = now;
+			} else if (!in_flight(e, a) && !retry_pending(e, a, now)) {
 				a->reclaim_stalls++;
+			}
 			a->reclaim_seen = a->progress;
 			a->reclaim_last_ns = now;
 		}
-		if (a->reclaim_stalls >= e->reclaim_retries)
+		if (!a->reclaim_progress_ns) /* marked by a high penalty */
+			a->reclaim_progress_ns = now;
+		/* Out of stalls, or no progress at all for reclaim_timeout
+		 * whatever is in flight (a server that never answers). */
+		if (a->reclaim_stalls >= e->reclaim_retries ||
+		    now >= sat_add(a->reclaim_progress_ns, e->reclaim_timeout_ns))
 			fail = true;
 		if (sat_add(a->reclaim_last_ns, e->reclaim_wait_ns) - now > wait)
 			wait = sat_add(a->reclaim_last_ns, e->reclaim_wait_ns) - now;

@@ -44,17 +44,29 @@
  *     0.0 +-------+----------+---*---> pinned
  *      freerun  setpoint         T
  *
+ * L is dirtyable memory (eval()): what eviction could free counts as room.
+ *
  * T from a ratio has a floor: the commit pipeline (wb.c) of d's subtree,
- * the bytes its contexts clean per commit latency, times 4, at most L / 2.
- * Unstable data waits one to two commit latencies when commits run back to
- * back, so with a 1 GiB limit (T = 205 MiB) and a 50 ms commit, a writer
- * could not pass about 2 GB/s whatever the backend; the floor gives it the
- * room (T = 512 MiB there) once the first commits have been timed.
+ * the bytes its contexts write per commit latency, times 4, at most 31/32
+ * of L; bg from a ratio rises with it in proportion. Unstable data waits one
+ * to two commit latencies when commits run back to back, so with a 1 GiB
+ * limit (T = 205 MiB) and a 50 ms commit, a writer could not pass about
+ * 2 GB/s whatever the backend; the floor gives it the room (T = 992 MiB at
+ * 4 GiB/s) once the first commits have been timed. The rate in the pipeline
+ * is the faster of the clean-out rate and the link's (bytes written per
+ * second of writes in flight): the clean-out rate alone is bounded by the
+ * writer, which a small threshold holds back, which keeps the threshold
+ * small.
  *
  * At or above T the writer must wait until pinned is back under T
  * (US_DIRTY_OVER_LIMIT, us_object_balance() returning -EAGAIN); the domain
  * is marked throttled and the poller writes its data back with reason
- * THROTTLE. No pause exceeds max_pause (200 ms). A writer is held by the
+ * THROTTLE. No pause exceeds max_pause (200 ms), nor the time the writer's
+ * context needs to clear its pipeline (pipeline_pause()); a writer that
+ * holds nothing pinned is never stopped at the gate, only paused after it
+ * dirtied (so an empty domain under a full parent, or a dirty ratio of 0,
+ * cannot hold a writer for ever). Several writeback contexts under one
+ * domain each get a share of its thresholds (SHARES below). A writer is held by the
  * strictest of its domain and all its ancestors: the smallest pos_ratio
  * wins, and any ancestor at its limit stops it.
  *
@@ -80,40 +92,27 @@ struct throttle {
 	bool paused;	  /* some domain is past its freerun */
 	bool over;	  /* some domain is at its dirty limit */
 	uint64_t margin;  /* smallest freerun - pinned - granted on the chain */
-	struct us_wb *wb; /* the writer's context, for its floor; or NULL */
+	struct us_wb *wb; /* the writer's context, for its share; or NULL */
+	us_object *obj;	  /* the writer, for its own pinned bytes; or NULL */
 	us_domain *spent; /* topmost domain with pinned + granted past bg and
 			     credit outstanding; or NULL */
 };
 
 /* Nothing found yet: no pause, no limit, the widest margin. */
-#define THROTTLE_INIT                                            \
-	{                                                        \
-		2.0, false, false, false, UINT64_MAX, NULL, NULL \
+#define THROTTLE_INIT                                                  \
+	{                                                              \
+		2.0, false, false, false, UINT64_MAX, NULL, NULL, NULL \
 	}
 
-/*
- * The floor of a writeback context. A domain writing to several backends
- * counts them all in its pinned bytes, so one stalled backend could fill the
- * domain's dirty limit and stop the domain's writers to every other backend
- * (the stalls of a few hundred kB/s Linux saw with FUSE before it gave each
- * writeback context a share under strict limits). Here, when its domain is
- * at the dirty limit but other contexts of the domain hold the pinned data,
- * a context that holds less than dirty / (2 * active contexts) is not
- * stopped: its writers run at its own measured bandwidth (pos_ratio 1). The
- * domain may then pass its dirty limit by at most half of it; its max, which
- * bounds memory, is never crossed.
- */
-static bool under_floor(const us_domain *d, const struct us_wb *wb, uint64_t dirty)
+/* What the writer holds pinned: a writer that holds nothing is never held at
+ * the gate. Without a writer, the context's; without either, any. */
+static uint64_t own_pinned(const struct throttle *t)
 {
-	uint64_t active = 0, own = wb->dirty + wb->writeback + wb->unstable;
-	const struct us_list *pos;
-
-	us_list_for_each (pos, &d->wbs) {
-		const struct us_wb *w = us_container_of(pos, struct us_wb, dom_link);
-
-		active += w == wb || w->dirty || w->writeback || w->unstable;
-	}
-	return active > 1 && own < dirty / (2 * active);
+	if (t->obj)
+		return t->obj->pinned;
+	if (t->wb)
+		return t->wb->dirty + t->wb->writeback + t->wb->unstable;
+	return 1;
 }
 
 static uint64_t ratio_of(uint64_t base, uint64_t pct)
@@ -129,32 +128,127 @@ static uint64_t min64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
+/* The pinned bytes of a writeback context. */
+static uint64_t wb_pinned(const struct us_wb *wb)
+{
+	return wb->dirty + wb->writeback + wb->unstable;
+}
+
+/*
+ * Checks pinned bytes against thresholds bg < dirty (see THE MODEL) and
+ * updates t. own: the pinned bytes of the writer's context; a writer whose
+ * context holds nothing is never stopped at the gate (it pauses at most).
+ */
+static void position(struct throttle *t, uint64_t pinned, uint64_t bg, uint64_t dirty, uint64_t own)
+{
+	uint64_t freerun, setpoint;
+	double x, pos;
+
+	if (pinned >= dirty) {
+		t->paused = true;
+		t->pos = 0;
+		if (own)
+			t->over = true;
+		return;
+	}
+	freerun = bg + (dirty - bg) / 2;
+	if (pinned <= freerun)
+		return;
+	setpoint = freerun + (dirty - freerun) / 2;
+	if (dirty > setpoint) {
+		x = ((double)setpoint - (double)pinned) / (double)(dirty - setpoint);
+		pos = 1.0 + x * x * x;
+	} else {
+		pos = 0.0;
+	}
+	if (pos < 0.0)
+		pos = 0.0;
+	if (pos > 2.0)
+		pos = 2.0;
+	if (pos < t->pos)
+		t->pos = pos;
+	t->paused = true;
+}
+
+/*
+ * SHARES. Where other writeback contexts of a domain's subtree hold pinned
+ * data too (several backends, or sibling domains under a limited parent),
+ * a writer is held to its context's share of the domain's thresholds, in
+ * proportion to its bandwidth among the active contexts' (bw_sum, wb.c),
+ * as Linux gives each wb a share of the dirty limit by its completions:
+ *
+ *     share = rate / (rate + others' rates),   T_wb = max(T * share, run)
+ *
+ * with bg scaled alike, and the same position curve on the context's own
+ * pinned bytes. A context behind a stalled backend thus fills its own share
+ * only, and the others run at their speed beside it; one run
+ * (max_flush_bytes) is the least any context gets, so a slow one is never
+ * shut out. Shares are taken at the bandwidth samples, so between two they
+ * may add up to a little more than T: the whole subtree is stopped at 1.5 T
+ * whatever the shares (never at max, which charges enforce).
+ */
+static void position_shared(struct throttle *t, const us_domain *d, struct level l, uint64_t pinned,
+			    uint64_t others)
+{
+	const struct us_wb *wb = t->wb;
+	uint64_t mine = wb_pinned(wb), own = own_pinned(t), rate = us__wb_rate(wb), run, tw, bw;
+	double f;
+
+	if (!rate)
+		rate = 1;
+	f = (double)rate / ((double)rate + (double)others);
+	run = min64(l.dirty, d->engine->max_flush_bytes);
+	tw = (uint64_t)((double)l.dirty * f);
+	if (tw < run)
+		tw = run;
+	bw = (uint64_t)((double)l.bg * ((double)tw / (double)l.dirty));
+	position(t, mine, bw, tw, own);
+	if (own && pinned >= l.dirty + l.dirty / 2) {
+		t->over = true;
+		t->paused = true;
+		t->pos = 0;
+	}
+}
+
 /*
  * The thresholds of d, computed from the root down in one pass: O(depth).
  * When t is given, d is also checked against them and t updated.
+ *
+ * They are ratios of the dirtyable memory, as Linux takes them of free and
+ * reclaimable pages: on each domain of the chain, what its max leaves
+ * besides the bytes that eviction could not free (charged - evictable). An
+ * empty domain under a parent full of another's clean data keeps its
+ * thresholds: reclaim would make the room.
  */
 static struct level eval(us_domain *d, struct throttle *t)
 {
 	struct level l, p = { US_UNLIMITED, US_UNLIMITED, US_UNLIMITED };
-	uint64_t room = US_UNLIMITED, max_eff, pinned;
+	uint64_t room = US_UNLIMITED, max_eff, pinned, fixed, others = 0;
 
+	fixed = d->c.charged - d->c.evictable;
 	if (d->max != US_UNLIMITED)
-		room = d->max > d->c.charged ? d->max - d->c.charged : 0;
+		room = d->max > fixed ? d->max - fixed : 0;
 	if (d->parent)
 		p = eval(d->parent, t);
 	l.headroom = min64(room, p.headroom);
-	max_eff = l.headroom == US_UNLIMITED ? US_UNLIMITED : d->c.charged + l.headroom;
+	max_eff = l.headroom == US_UNLIMITED ? US_UNLIMITED : sat_add(fixed, l.headroom);
 	l.bg = d->bg_bytes ? d->bg_bytes : ratio_of(max_eff, d->bg_ratio);
 	l.dirty = d->dirty_bytes ? d->dirty_bytes : ratio_of(max_eff, d->dirty_ratio);
-	if (max_eff != US_UNLIMITED && d->pipe_bytes) {
+	if (max_eff != US_UNLIMITED && d->pipe_bytes && !d->dirty_bytes && d->dirty_ratio) {
 		/* Room for the commit pipeline (wb.c): ratios are raised to
-		 * 4 pipe_bytes, at most half of L (or of high, below which
-		 * pinned data costs no penalty); bytes are kept as set. */
-		uint64_t cap = min64(max_eff, d->high) / 2;
+		 * 4 pipe_bytes, at most 7/8 of L (or of high, below which
+		 * pinned data costs no penalty), and the background ratio with
+		 * it in proportion; bytes, and a ratio of 0, are kept as set. */
+		uint64_t base = min64(max_eff, d->high);
+		uint64_t cap = base - base / 32;
 		uint64_t floor = d->pipe_bytes > cap / 4 ? cap : 4 * d->pipe_bytes;
 
-		if (!d->dirty_bytes && l.dirty < floor)
+		if (l.dirty < floor) {
 			l.dirty = floor;
+			if (!d->bg_bytes && d->bg_ratio < d->dirty_ratio)
+				l.bg = (uint64_t)((double)floor * (double)d->bg_ratio /
+						  (double)d->dirty_ratio);
+		}
 	}
 	l.bg = min64(l.bg, p.bg);
 	l.dirty = min64(l.dirty, p.dirty);
@@ -178,37 +272,12 @@ static struct level eval(us_domain *d, struct throttle *t)
 	}
 	if (pinned > l.bg)
 		t->bg = true;
-	if (pinned >= l.dirty && t->wb && t->wb->domain == d && under_floor(d, t->wb, l.dirty)) {
-		t->paused = true;
-		if (t->pos > 1.0)
-			t->pos = 1.0;
-	} else if (pinned >= l.dirty) {
-		t->over = true;
-		t->paused = true;
-		t->pos = 0;
-	} else {
-		uint64_t freerun = l.bg + (l.dirty - l.bg) / 2;
-
-		if (pinned > freerun) {
-			uint64_t setpoint = freerun + (l.dirty - freerun) / 2;
-			double x, pos;
-
-			if (l.dirty > setpoint) {
-				x = ((double)setpoint - (double)pinned) /
-				    (double)(l.dirty - setpoint);
-				pos = 1.0 + x * x * x;
-			} else {
-				pos = 0.0;
-			}
-			if (pos < 0.0)
-				pos = 0.0;
-			if (pos > 2.0)
-				pos = 2.0;
-			if (pos < t->pos)
-				t->pos = pos;
-			t->paused = true;
-		}
-	}
+	if (t->wb && d->bw_sum > t->wb->bw_counted)
+		others = d->bw_sum - t->wb->bw_counted;
+	if (others && l.dirty)
+		position_shared(t, d, l, pinned, others);
+	else
+		position(t, pinned, l.bg, l.dirty, own_pinned(t));
 	return l;
 }
 
@@ -308,13 +377,46 @@ void us__high_penalty(us_object *o, struct us_list *victims)
 	us__credit_revoke(o->domain);
 }
 
+/*
+ * The longest pause worth taking: the time the writer's context needs to
+ * clear what it has in its pipeline (its dirty and writeback bytes at the
+ * link's rate, then one commit latency), or until the commit in flight is
+ * expected to end if sooner, within [min_pause, max_pause].
+ * Near the limit the position ratio falls to 0 and the rate-based pause
+ * grows without bound, but with commits the pinned bytes fall by a whole
+ * batch when a commit completes: a writer paused for max_pause would sleep
+ * through several commits with its share of the limit free.
+ */
+static uint64_t pipeline_pause(const us_object *o)
+{
+	const struct us_wb *wb = o->wb;
+	us_engine *e = o->engine;
+	uint64_t rate = wb->wbw > us__wb_rate(wb) ? wb->wbw : us__wb_rate(wb);
+	us_backend *bk = wb->backend;
+	double ns = (double)(wb->dirty + wb->writeback) * 1e9 / (double)(rate ? rate : 1) +
+		    (double)bk->commit_lat_ns;
+	uint64_t now = us__now(e), end;
+
+	/* A commit in flight frees its batch when it ends: wake then. */
+	if (bk->sync_target || o->commit_target) {
+		end = bk->sync_target ? bk->sync_issued_ns : o->commit_issued_ns;
+		end += bk->commit_lat_ns;
+		if (end > now && (double)(end - now) < ns)
+			ns = (double)(end - now);
+	}
+	if (ns < (double)e->min_pause_ns)
+		return e->min_pause_ns;
+	return ns >= (double)e->max_pause_ns ? e->max_pause_ns : (uint64_t)ns;
+}
+
 static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake)
 {
 	struct throttle t = THROTTLE_INIT;
 	us_engine *e = o->engine;
-	uint64_t bw = o->wb->bw, pause;
+	uint64_t bw = us__wb_rate(o->wb) > o->wb->wbw ? us__wb_rate(o->wb) : o->wb->wbw, pause;
 
 	t.wb = o->wb;
+	t.obj = o;
 	eval(o->domain, &t);
 	/* A locked dirtying took a domain past its background threshold with
 	 * credit still out: that credit must not be spent (see below). */
@@ -348,7 +450,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		*pause_ns = 0;
 		return 0;
 	}
-	pause = min64(o->pause_debt_ns, e->max_pause_ns);
+	pause = min64(o->pause_debt_ns, pipeline_pause(o));
 	o->pause_debt_ns = 0;
 	account_pause(o->domain, pause);
 	*pause_ns = pause;
@@ -487,6 +589,7 @@ int us__wb_reason(struct us_wb *wb)
 		if (a->reclaiming)
 			return US_REASON_RECLAIM;
 
+	t.wb = wb;
 	eval(wb->domain, &t);
 	if (t.paused)
 		return US_REASON_THROTTLE;

@@ -65,9 +65,32 @@ void us__wb_detach(us_object *o)
 	if (--wb->nobjects)
 		return;
 	assert(us_list_empty(&wb->dirty_objs) && !wb->dirty && !wb->writeback && !wb->unstable);
+	for (us_domain *a = wb->domain; a; a = a->parent)
+		a->bw_sum -= min_u64(wb->bw_counted, a->bw_sum);
 	us_list_del(&wb->bk_link);
 	us_list_del(&wb->dom_link);
 	us__meta_free(o->engine, wb, sizeof(*wb));
+}
+
+/*
+ * The link's rate: bytes whose write completed over the time writes were in
+ * flight, since the last sample, at least 10 ms of it (the first write's
+ * latency alone says little), averaged with the last as bw is. Unlike the
+ * clean-out rate it is not bounded by the writers' own rate, so a writer
+ * held back by a small threshold does not keep the threshold small.
+ */
+static void link_sample(struct us_wb *wb, uint64_t now)
+{
+	uint64_t busy = wb->busy_ns + (wb->writeback ? now - wb->busy_since_ns : 0);
+	uint64_t dt = busy - wb->wbw_busy, dw = wb->written - wb->wbw_written;
+	double r;
+
+	if (dt < 10 * US_MSEC || !dw)
+		return;
+	r = (double)dw * 1e9 / (double)dt;
+	wb->wbw = wb->wbw ? (uint64_t)(((double)wb->wbw + r) / 2) : (uint64_t)r;
+	wb->wbw_busy = busy;
+	wb->wbw_written = wb->written;
 }
 
 bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
@@ -77,6 +100,7 @@ bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
 
 	if (now < wb->bw_stamp_ns + e->bw_interval_ns)
 		return false;
+	link_sample(wb, now);
 	elapsed = now - wb->bw_stamp_ns;
 	delta = wb->cleaned - wb->bw_cleaned;
 	wb->bw_stamp_ns = now;
@@ -133,19 +157,25 @@ void us__pipe_update(us_domain *d)
 {
 	struct us_list *pos;
 	double pipe = 0;
+	uint64_t sum = 0;
 
 	us_list_for_each (pos, &d->wbs) {
-		const struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
+		struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
 		uint64_t bw = us__wb_rate(wb);
 
-		pipe += (double)bw * (double)wb->backend->commit_lat_ns / 1e9;
+		pipe += (double)(bw > wb->wbw ? bw : wb->wbw) * (double)wb->backend->commit_lat_ns /
+			1e9;
+		wb->bw_counted = wb->dirty || wb->writeback || wb->unstable ? bw : 0;
+		sum = sat_add(sum, wb->bw_counted);
 	}
 	us_list_for_each (pos, &d->children) {
 		us_domain *c = us_container_of(pos, us_domain, sibling);
 
 		us__pipe_update(c);
 		pipe += (double)c->pipe_bytes;
+		sum = sat_add(sum, c->bw_sum);
 	}
+	d->bw_sum = sum;
 	/* Up at once, down by an eighth of the difference per update: a
 	 * threshold that dropped under the writers' feet would stop them. */
 	if (pipe < (double)d->pipe_bytes) {

@@ -468,7 +468,7 @@ START_TEST(test_sibling_charge_revokes)
 	struct fx f;
 	us_domain *b;
 	us_object *ob;
-	us_buf *x;
+	us_buf *x, *held[61];
 	uint64_t before, p, i;
 
 	fx_init(&f, 64u << 20);
@@ -476,19 +476,20 @@ START_TEST(test_sibling_charge_revokes)
 	ck_assert_int_eq(us_object_create(f.t.backend, b, NULL, &ob), 0);
 	dirty_range(f.o, 0, 4, 64 << 10, NULL);
 	ck_assert_int_gt(atomic_load(&us__tls.tc->credit), 64 << 10);
-	/* b fills the root with clean data, to 2.75 MiB of headroom: a's
+	/* b fills the root with clean data it holds references to (not
+	 * evictable, so not dirtyable either), to 2.75 MiB of headroom: a's
 	 * background threshold falls to 10 % of 3 MiB, too close to its
 	 * pinned bytes for any new grant. */
-	for (i = 0; i < 61; i++) {
-		ck_assert_int_eq(us_buf_get(ob, i << 20, 1u << 20, US_GET_NODATA, &x), 1);
-		ck_assert_int_eq(us_buf_put(x), 0);
-	}
+	for (i = 0; i < 61; i++)
+		ck_assert_int_eq(us_buf_get(ob, i << 20, 1u << 20, US_GET_NODATA, &held[i]), 1);
 	before = atomic_load(&us__tls.tc->tail);
 	ck_assert_int_eq(us_buf_get(f.o, 4 << 16, 64 << 10, US_GET_NODATA, &x), 1);
 	ck_assert_int_ge(us_buf_dirty(x, &p), 0);
 	ck_assert_int_eq(us_buf_put(x), 0);
 	ck_assert_uint_eq(atomic_load(&us__tls.tc->tail), before); /* locked */
 	tu_check(f.e);
+	for (i = 0; i < 61; i++)
+		ck_assert_int_eq(us_buf_put(held[i]), 0);
 	fx_fini(&f);
 }
 END_TEST

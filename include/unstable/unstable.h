@@ -223,8 +223,16 @@ enum us_param {
 	 * commit progress before it tries again (default 100 ms) ... */
 	US_PARAM_RECLAIM_WAIT_NS = 11,
 	/* ... and fails with -ENOMEM after this many waits in a row without
-	 * any progress (default 16). */
+	 * any progress while nothing that could free memory was in flight: no
+	 * write and no commit of the engine's for the domain's data, none
+	 * backing off to retry (default 16). While a write or commit is in
+	 * flight the charge waits for it, however slow. */
 	US_PARAM_RECLAIM_RETRIES = 12,
+	/* ... or after this long without any progress at all, whatever is in
+	 * flight: counted from the last completion that freed memory of the
+	 * domain, for a server that never answers (default 60 s; UINT64_MAX:
+	 * never). */
+	US_PARAM_RECLAIM_TIMEOUT_NS = 13,
 };
 
 /* Errors: -EINVAL (NULL, unknown parameter, 0 for a time, size, rate or
@@ -283,13 +291,26 @@ US_EXPORT us_domain *us_domain_parent(const us_domain *d);
  * set either in bytes or as a ratio in percent of the domain's effective
  * limit; setting one form clears the other, as vm.dirty_bytes and
  * vm.dirty_ratio do. Defaults: max and high unlimited, background 10 %,
- * dirty 20 % (Linux's defaults). A dirty threshold set as a ratio is raised,
- * when the domain's commit pipeline needs more room, to 4 times the bytes
- * its writeback contexts clean per commit latency (measured), at most half
- * of the effective limit: data stays unstable for one to two commit
- * latencies, so a smaller threshold would hold writers to a fraction of the
- * backend's speed whatever that speed is. Thresholds set in bytes are kept
- * as set.
+ * dirty 20 % (Linux's defaults). Ratios are taken of the domain's dirtyable
+ * memory, as Linux takes them of free and reclaimable pages: for the domain
+ * and each ancestor, what its max leaves besides the bytes eviction could not
+ * free (charged - evictable), the smallest on the chain, plus the domain's
+ * own such bytes. A domain beside a sibling whose clean data fills their
+ * parent keeps its thresholds: reclaim makes the room.
+ *
+ * A dirty threshold set as a ratio is raised, when the domain's commit
+ * pipeline needs more room, to 4 times the bytes its writeback contexts
+ * write per commit latency (at the faster of their clean-out rate and their
+ * link's rate, measured), at most 31/32 of the effective limit (or of high),
+ * and the background ratio with it in proportion: data stays pinned from its
+ * dirtying until its commit, one to two commit latencies, so a smaller
+ * threshold would hold writers to a fraction of the backend's speed. Thresholds
+ * set in bytes are kept as set.
+ *
+ * A dirty ratio of 0 is write-through: every
+ * dirtying is over the limit (US_DIRTY_OVER_LIMIT) and starts writeback, and
+ * the writer then waits for its own data only: the gate opens when it holds
+ * nothing pinned (or its context's share is free again).
  */
 enum us_limit {
 	US_LIMIT_MAX = 0, /* hard limit on charged bytes, never crossed */
@@ -606,7 +627,9 @@ enum us_buf_state {
  * the clock advances); in polled mode, inside a callback, or with
  * US_GET_NOWAIT it returns -EAGAIN instead, and the caller retries after
  * the time us_object_reclaim() gives (the host keeps polling meanwhile).
- * After US_PARAM_RECLAIM_RETRIES waits in a row without any progress, or
+ * After US_PARAM_RECLAIM_RETRIES waits in a row without any progress and
+ * with nothing in flight that could free memory, or after
+ * US_PARAM_RECLAIM_TIMEOUT_NS without any progress at all, or
  * when the buffer is larger than a max, it fails with -ENOMEM (counted;
  * nothing evicted, nothing charged). The payload of a new buffer is zeroed.
  * Returns 1 when the buffer was created, 0 when it existed.
@@ -626,8 +649,11 @@ US_EXPORT int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigne
  * reason US_REASON_RECLAIM, commits or a sync, buffers marked
  * US_BUF_RECLAIM), or that it could not start for want of memory for its
  * own records: *retry_ns (when not NULL) receives the time after which
- * to try again; -ENOMEM when US_PARAM_RECLAIM_RETRIES waits in a row saw no
- * progress at all, or length is larger than a max on the chain (counted in
+ * to try again; -ENOMEM when nothing can make progress
+ * (US_PARAM_RECLAIM_RETRIES waits in a row saw no progress while no write or
+ * commit of the domain's data was in flight or backing off), when
+ * US_PARAM_RECLAIM_TIMEOUT_NS passed without any progress at all, or when
+ * length is larger than a max on the chain (counted in
  * the domain's enomem). Callbacks are called without the lock.
  * Errors: -EINVAL (NULL, length 0 or over US_BUF_MAX_BYTES).
  */
@@ -671,10 +697,18 @@ US_EXPORT int us_buf_put(us_buf *b);
  * bytes newly dirtied over the allowed rate (the writeback context's
  * bandwidth scaled by a position ratio that falls to 0 at the limit),
  * accumulated per object until US_PARAM_MIN_PAUSE_NS, never above
- * US_PARAM_MAX_PAUSE_NS. A writeback context whose domain is at its limit
- * because of other contexts (another, stalled backend) keeps a floor of
- * dirty / (2 * active contexts) and is not stopped below it, so the domain
- * may pass its dirty limit by up to half of it (never its max). The data is
+ * US_PARAM_MAX_PAUSE_NS (and no longer than the writer's context needs to
+ * clear its pipeline: its dirty and writeback bytes at the link's rate plus
+ * a commit latency, or until the commit in flight ends). Where several
+ * writeback contexts of a domain's subtree hold pinned data (several
+ * backends, or sibling domains under a limited parent), each is held to its
+ * share of the thresholds, in proportion to its measured bandwidth and at
+ * least one run of US_PARAM_MAX_FLUSH_BYTES: a stalled backend fills its
+ * own share, not the domain; shares are taken at bandwidth samples, so the
+ * subtree may pass its dirty limit between two (up to 1.5 times it, never
+ * its max). A writer that holds nothing pinned itself is never stopped at
+ * the gate (US_DIRTY_OVER_LIMIT, us_object_balance() returning -EAGAIN):
+ * it dirties, then waits for its own data. The data is
  * already written when the call comes, so it is always accounted: pinned
  * passes the dirty limit by at most the buffers that writers were dirtying
  * at the same instant, one each.
