@@ -74,14 +74,16 @@ static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 				a->peak_pinned = p;
 		}
 	}
-	if (to == US_BUF_WRITEBACK && !wb->writeback)
-		wb->busy_since_ns = us__now(o->engine);
+	if (to == US_BUF_WRITEBACK && !o->backend->writeback)
+		o->backend->busy_since_ns = us__now(o->engine);
 	pinned_add(o, from, -(int64_t)b->length);
 	pinned_add(o, to, b->length);
 	if (from == US_BUF_WRITEBACK) {
-		wb->written += b->length;
-		if (!wb->writeback)
-			wb->busy_ns += us__now(o->engine) - wb->busy_since_ns;
+		us_backend *bk = o->backend;
+
+		bk->written += b->length;
+		if (!bk->writeback)
+			bk->busy_ns += us__now(o->engine) - bk->busy_since_ns;
 	}
 	/* New data: newer than every sync running (set before they count). */
 	if (from == US_BUF_CLEAN && to == US_BUF_DIRTY)

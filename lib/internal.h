@@ -288,12 +288,7 @@ struct us_wb {
 	uint64_t bw_cleaned;  /* cleaned at the last sample */
 	uint64_t bw_last;     /* the last sample alone, bytes per second */
 	uint64_t bw_counted;  /* its rate in its domains' bw_sum, 0: not in it */
-	/* The link: bytes whose write completed, ever, and the time writes
-	 * were in flight, ever (busy_since: when the current stretch began),
-	 * at the last sample, and their rate (bytes per second in flight). */
-	uint64_t written, busy_ns, busy_since_ns;
-	uint64_t wbw, wbw_written, wbw_busy;
-	uint64_t chk[5]; /* scratch for the checker */
+	uint64_t chk[5];      /* scratch for the checker */
 };
 
 struct us_backend {
@@ -322,6 +317,12 @@ struct us_backend {
 	uint64_t commits_busy;
 	uint64_t commit_retry_ns, commit_backoff_ns;
 	uint64_t commit_done_calls, commit_lost_calls;
+	/* The link (wb.c): bytes whose write completed, ever, and the time
+	 * writes were in flight, ever (busy_since: when the current stretch
+	 * began), at the last sample, and their rate (bytes per second of
+	 * writes in flight; 0: not measured yet). */
+	uint64_t written, busy_ns, busy_since_ns;
+	uint64_t wbw, wbw_written, wbw_busy, wbw_stamp_ns;
 };
 
 struct us_object {
@@ -535,6 +536,7 @@ void us__wb_detach(us_object *o);
 bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now);
 void us__commit_latency(us_backend *bk, uint64_t ns);
 uint64_t us__wb_rate(const struct us_wb *wb);
+uint64_t us__wb_link_rate(const struct us_wb *wb);
 void us__pipe_update(us_domain *d);
 
 /* throttle.c */

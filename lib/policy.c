@@ -217,10 +217,18 @@ static int commit_reason(us_engine *e, us_object *o, uint64_t now)
 		for (a = o->domain; a; a = a->parent)
 			if (a->reclaiming)
 				return US_REASON_RECLAIM;
-		if (2 * wb->unstable >= wb->dirty + wb->writeback + wb->unstable) {
+		if (wb->unstable) {
 			int why = us__wb_reason(wb);
 
-			if (why == US_REASON_BACKGROUND || why == US_REASON_THROTTLE)
+			/* Flushing alone would not bring the domain down:
+			 * unstable data is half of the context's pinned
+			 * bytes, or its writers are held and it has a run's
+			 * worth (a context behind a slow link holds mostly
+			 * dirty data, and its writers wait for commits). */
+			if ((why == US_REASON_BACKGROUND || why == US_REASON_THROTTLE) &&
+			    2 * wb->unstable >= wb->dirty + wb->writeback + wb->unstable)
+				return why;
+			if (why == US_REASON_THROTTLE && wb->unstable >= e->max_flush_bytes)
 				return why;
 		}
 		{

@@ -387,11 +387,26 @@ void us__high_penalty(us_object *o, struct us_list *victims)
  * batch when a commit completes: a writer paused for max_pause would sleep
  * through several commits with its share of the limit free.
  */
+/*
+ * The shortest pause returned: min_pause, but no more than a sixteenth of
+ * the backend's commit latency (at least 1 ms). Near a limit that commits
+ * keep free, pinned data falls by a batch every commit latency: pauses of
+ * min_pause against a 20 ms commit would let the writer miss half of them.
+ */
+static uint64_t min_pause(const us_object *o)
+{
+	uint64_t c = o->backend->commit_lat_ns / 16;
+
+	if (!o->backend->commit_lat_ns)
+		return o->engine->min_pause_ns;
+	return min64(o->engine->min_pause_ns, c < US_MSEC ? US_MSEC : c);
+}
+
 static uint64_t pipeline_pause(const us_object *o)
 {
 	const struct us_wb *wb = o->wb;
 	us_engine *e = o->engine;
-	uint64_t rate = wb->wbw > us__wb_rate(wb) ? wb->wbw : us__wb_rate(wb);
+	uint64_t rate = us__wb_link_rate(wb);
 	us_backend *bk = wb->backend;
 	double ns = (double)(wb->dirty + wb->writeback) * 1e9 / (double)(rate ? rate : 1) +
 		    (double)bk->commit_lat_ns;
@@ -404,8 +419,8 @@ static uint64_t pipeline_pause(const us_object *o)
 		if (end > now && (double)(end - now) < ns)
 			ns = (double)(end - now);
 	}
-	if (ns < (double)e->min_pause_ns)
-		return e->min_pause_ns;
+	if (ns < (double)min_pause(o))
+		return min_pause(o);
 	return ns >= (double)e->max_pause_ns ? e->max_pause_ns : (uint64_t)ns;
 }
 
@@ -413,7 +428,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 {
 	struct throttle t = THROTTLE_INIT;
 	us_engine *e = o->engine;
-	uint64_t bw = us__wb_rate(o->wb) > o->wb->wbw ? us__wb_rate(o->wb) : o->wb->wbw, pause;
+	uint64_t bw = us__wb_link_rate(o->wb), pause;
 
 	t.wb = o->wb;
 	t.obj = o;
@@ -427,8 +442,8 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 	if (t.over) {
 		/* Wait for about the time it takes to clean this much, or a tick. */
 		pause = full_rate_pause(e, bytes ? bytes : 1, (double)bw);
-		if (pause < e->min_pause_ns)
-			pause = e->min_pause_ns;
+		if (pause < min_pause(o))
+			pause = min_pause(o);
 		if (pause < US_MSEC) /* a wait, not a spin on the lock */
 			pause = US_MSEC;
 		if (pause > e->max_pause_ns)
@@ -446,7 +461,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		return 0;
 	}
 	o->pause_debt_ns += full_rate_pause(e, bytes, (double)bw * t.pos);
-	if (o->pause_debt_ns < e->min_pause_ns) {
+	if (o->pause_debt_ns < min_pause(o)) {
 		*pause_ns = 0;
 		return 0;
 	}

@@ -73,24 +73,29 @@ void us__wb_detach(us_object *o)
 }
 
 /*
- * The link's rate: bytes whose write completed over the time writes were in
- * flight, since the last sample, at least 10 ms of it (the first write's
- * latency alone says little), averaged with the last as bw is. Unlike the
- * clean-out rate it is not bounded by the writers' own rate, so a writer
- * held back by a small threshold does not keep the threshold small.
+ * The link's rate, per backend: bytes whose write completed over the time
+ * writes were in flight, at least 10 ms of it (the first write's latency
+ * alone says little), averaged with the last. Unlike the clean-out rate it
+ * is not bounded by the writers' own rate, so a writer held back by a small
+ * threshold does not keep the threshold small; and all the contexts of a
+ * backend share it, so a context is not paced by how much of the backend it
+ * got before (which would feed on itself). Sampled every bw_interval, and as
+ * soon as it can be before the first.
  */
-static void link_sample(struct us_wb *wb, uint64_t now)
+static bool link_sample(us_engine *e, us_backend *bk, uint64_t now)
 {
-	uint64_t busy = wb->busy_ns + (wb->writeback ? now - wb->busy_since_ns : 0);
-	uint64_t dt = busy - wb->wbw_busy, dw = wb->written - wb->wbw_written;
+	uint64_t busy = bk->busy_ns + (bk->writeback ? now - bk->busy_since_ns : 0);
+	uint64_t dt = busy - bk->wbw_busy, dw = bk->written - bk->wbw_written;
 	double r;
 
-	if (dt < 10 * US_MSEC || !dw)
-		return;
+	if ((bk->wbw && now < bk->wbw_stamp_ns + e->bw_interval_ns) || dt < 10 * US_MSEC || !dw)
+		return false;
 	r = (double)dw * 1e9 / (double)dt;
-	wb->wbw = wb->wbw ? (uint64_t)(((double)wb->wbw + r) / 2) : (uint64_t)r;
-	wb->wbw_busy = busy;
-	wb->wbw_written = wb->written;
+	bk->wbw = bk->wbw ? (uint64_t)(((double)bk->wbw + r) / 2) : (uint64_t)r;
+	bk->wbw_busy = busy;
+	bk->wbw_written = bk->written;
+	bk->wbw_stamp_ns = now;
+	return true;
 }
 
 bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
@@ -98,9 +103,10 @@ bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
 	uint64_t elapsed, delta;
 	double sample, bw;
 
+	bool link = link_sample(e, wb->backend, now);
+
 	if (now < wb->bw_stamp_ns + e->bw_interval_ns)
-		return false;
-	link_sample(wb, now);
+		return link;
 	elapsed = now - wb->bw_stamp_ns;
 	delta = wb->cleaned - wb->bw_cleaned;
 	wb->bw_stamp_ns = now;
@@ -130,6 +136,17 @@ bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
 uint64_t us__wb_rate(const struct us_wb *wb)
 {
 	return wb->bw > wb->bw_last ? wb->bw : wb->bw_last;
+}
+
+/*
+ * The rate data goes out at, for the pipeline and for pacing writers: the
+ * link's once measured, else the clean-out rate. Commits clean in batches,
+ * so over a 200 ms sample the clean-out rate swings between 0 and many
+ * times the link's; the link's does not, and bounds it in the long run.
+ */
+uint64_t us__wb_link_rate(const struct us_wb *wb)
+{
+	return wb->backend->wbw ? wb->backend->wbw : us__wb_rate(wb);
 }
 
 void us__commit_latency(us_backend *bk, uint64_t ns)
@@ -163,9 +180,14 @@ void us__pipe_update(us_domain *d)
 		struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
 		uint64_t bw = us__wb_rate(wb);
 
-		pipe += (double)(bw > wb->wbw ? bw : wb->wbw) * (double)wb->backend->commit_lat_ns /
-			1e9;
-		wb->bw_counted = wb->dirty || wb->writeback || wb->unstable ? bw : 0;
+		pipe += (double)us__wb_link_rate(wb) * (double)wb->backend->commit_lat_ns / 1e9;
+		/* Active: writing, or its unstable data being committed; unstable
+		 * data left waiting (its writers gone quiet) takes no share. */
+		wb->bw_counted = wb->dirty || wb->writeback ||
+						 (wb->unstable && (wb->backend->sync_target ||
+								   wb->backend->commits_busy)) ?
+					 bw :
+					 0;
 		sum = sat_add(sum, wb->bw_counted);
 	}
 	us_list_for_each (pos, &d->children) {

@@ -37,11 +37,12 @@ struct world {
 	unsigned char expect[2][NOBJ][NBLK][BS];
 	uint64_t now;
 	uint64_t writes, enomem, eagain, pauses, ebusy;
+	uint64_t longest_gate; /* the longest wait at the dirty limit */
 };
 
 struct totals {
 	uint64_t seeds, writes, enomem, eagain, refused, errors, shorts, unstable, lost, stalls,
-		commit_fails, ebusy;
+		commit_fails, ebusy, longest_gate;
 };
 
 static uint64_t rnd(struct world *w)
@@ -96,7 +97,7 @@ static uint64_t gap(struct world *w)
 static void write_block(struct world *w)
 {
 	int k = (int)(rnd(w) % 2), o = (int)(rnd(w) % NOBJ), tries;
-	uint64_t blk = rnd(w) % NBLK, pause = 0, retry = 0;
+	uint64_t blk = rnd(w) % NBLK, pause = 0, retry = 0, since;
 	us_buf *b = NULL;
 	int rc;
 	unsigned char *data;
@@ -130,10 +131,14 @@ static void write_block(struct world *w)
 		w->pauses++;
 		tick(w, pause);
 	}
+	since = w->now;
 	for (tries = 0; us_object_balance(w->obj[k][o], &pause) == -EAGAIN; tries++) {
-		tu_assert(tries < 100000, "a writer waited forever at the dirty limit");
+		tu_assert(w->now - since < 1000 * 1000 * MS,
+			  "a writer waited forever at the dirty limit");
 		tick(w, pause ? pause : gap(w));
 	}
+	if (w->now - since > w->longest_gate)
+		w->longest_gate = w->now - since;
 }
 
 static void change_something(struct world *w)
@@ -278,6 +283,8 @@ static void run_seed(uint64_t seed, struct totals *t)
 	t->enomem += w->enomem;
 	t->eagain += w->eagain;
 	t->ebusy += w->ebusy;
+	if (w->longest_gate > t->longest_gate)
+		t->longest_gate = w->longest_gate;
 	free(w);
 }
 
@@ -292,13 +299,15 @@ START_TEST(test_fault_seeds)
 	printf("fault seeds: %llu seeds, %llu writes verified byte for byte; injected: %llu "
 	       "refused flushes, %llu write errors, %llu short completions, %llu unstable acks, "
 	       "%llu failed commits, %llu server restarts, %llu stalls; writers saw %llu EAGAIN, "
-	       "%llu ENOMEM; %llu limit changes refused (EBUSY)\n",
+	       "%llu ENOMEM; %llu limit changes refused (EBUSY); longest wait at the dirty "
+	       "limit %.1f s\n",
 	       (unsigned long long)t.seeds, (unsigned long long)t.writes,
 	       (unsigned long long)t.refused, (unsigned long long)t.errors,
 	       (unsigned long long)t.shorts, (unsigned long long)t.unstable,
 	       (unsigned long long)t.commit_fails, (unsigned long long)t.lost,
 	       (unsigned long long)t.stalls, (unsigned long long)t.eagain,
-	       (unsigned long long)t.enomem, (unsigned long long)t.ebusy);
+	       (unsigned long long)t.enomem, (unsigned long long)t.ebusy,
+	       (double)t.longest_gate / (1000 * MS));
 	ck_assert_uint_eq(t.seeds, n);
 }
 END_TEST

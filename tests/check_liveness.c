@@ -48,7 +48,7 @@ struct writer {
 	us_object *o;
 	us_domain *d;
 	uint64_t total, bs, off;
-	uint64_t wait_until, done_at, last_progress, max_stall, enomem;
+	uint64_t wait_until, done_at, last_progress, max_stall, stall_at, enomem;
 	uint64_t pinned; /* dirtied and not yet committed, as the server saw */
 	bool gated, done;
 };
@@ -233,8 +233,10 @@ static uint64_t run_writers(struct srv **srvs, int ns, struct writer *w, int n)
 			tu_assert(rc >= 0, "dirty %d", rc);
 			tu_assert(us_buf_put(b) == 0, "put");
 			x->pinned += x->bs;
-			if (now - x->last_progress > x->max_stall)
+			if (now - x->last_progress > x->max_stall) {
 				x->max_stall = now - x->last_progress;
+				x->stall_at = x->last_progress;
+			}
 			x->last_progress = now;
 			x->off += x->bs;
 			if (x->off >= x->total) {
@@ -406,7 +408,7 @@ END_TEST
  * its dirtying until its commit, one to two commit latencies, so the bound
  * is min(bw, max / (2 commit_lat)); the writer reaches 0.9 of it.
  */
-static double pipeline_run(uint64_t bw, uint64_t clat, uint64_t max, double *bound)
+static double pipeline_run(uint64_t bw, uint64_t clat, uint64_t lat, uint64_t max, double *bound)
 {
 	us_engine *e = tu_engine(64 * GIB);
 	struct srv s, *sv = &s;
@@ -421,7 +423,7 @@ static double pipeline_run(uint64_t bw, uint64_t clat, uint64_t max, double *bou
 		*bound = (double)bw;
 	if (total < (uint64_t)(2 * *bound))
 		total = (uint64_t)(2 * *bound);
-	srv_init(&s, e, bw, MS, clat);
+	srv_init(&s, e, bw, lat, clat);
 	ck_assert_int_eq(us_domain_create(e, NULL, "dd", 0, &d), 0);
 	ck_assert_int_eq(us_domain_set_limit(d, US_LIMIT_MAX, max), 0);
 	memset(&w, 0, sizeof(w));
@@ -435,7 +437,8 @@ static double pipeline_run(uint64_t bw, uint64_t clat, uint64_t max, double *bou
 	ck_assert_uint_eq(w.enomem, 0);
 	ck_assert_uint_le(tu_stats(d).peak_charged_bytes, max);
 	r = rate_of(&w, start);
-	ck_assert_uint_le(w.max_stall, 200 * MS);
+	/* No stall but for one commit's wait, at worst two. */
+	ck_assert_uint_le(w.max_stall, 200 * MS + 2 * clat);
 	drain(&sv, 1);
 	tu_check(e);
 	ck_assert_int_eq(us_engine_destroy(e), 0);
@@ -446,9 +449,17 @@ static double pipeline_run(uint64_t bw, uint64_t clat, uint64_t max, double *bou
 START_TEST(test_pipeline_sweep)
 {
 	static const struct {
-		uint64_t bw, clat;
-	} bk[] = { { GIB, 20 * MS }, { 4 * GIB, 50 * MS } };
-	static const double mult[] = { 2, 3, 5, 10, 30, 100 };
+		uint64_t bw, clat, lat;
+		double from; /* the target holds from this multiple on */
+	} bk[] = { { GIB, 20 * MS, MS, 2 },
+		   { 4 * GIB, 50 * MS, MS, 2 },
+		   /* 1 ms commits: at 2x (2 MiB) a write's own transfer
+		    * and latency are as long as the two commits the bound
+		    * counts; 0.75 of it is measured there. */
+		   { GIB, MS, 50000, 2.5 },
+		   { 100 * MIB, SEC, MS, 2 },
+		   { 10 * MIB, 10 * SEC, MS, 2 } };
+	static const double mult[] = { 2, 2.5, 3, 5, 10, 30, 100 };
 	double bad = 0, worst = 1;
 	size_t i, j;
 
@@ -456,21 +467,20 @@ START_TEST(test_pipeline_sweep)
 		for (j = 0; j < sizeof(mult) / sizeof(mult[0]); j++) {
 			uint64_t max =
 				(uint64_t)(mult[j] * (double)bk[i].bw * ((double)bk[i].clat / SEC));
-			double bound, r = pipeline_run(bk[i].bw, bk[i].clat, max, &bound);
+			double bound,
+				r = pipeline_run(bk[i].bw, bk[i].clat, bk[i].lat, max, &bound);
 
-			printf("pipeline: %llu MiB/s, commit %llu ms, max %.0fx bw x lat (%llu MiB): "
+			printf("pipeline: %llu MiB/s, commit %llu ms, max %.1fx bw x lat (%llu MiB): "
 			       "%.0f MiB/s, %.3f of the bound\n",
 			       (unsigned long long)(bk[i].bw / MIB),
 			       (unsigned long long)(bk[i].clat / MS), mult[j],
 			       (unsigned long long)(max / MIB), r / MIB, r / bound);
-			/* 0.9 of the bound from 5x up; closer to the pipeline,
-			 * 0.7 for now (issue 12 asks 0.9 from 2x: open). */
-			if (r < (mult[j] >= 5 ? 0.9 : 0.7) * bound && !bad)
+			if (r < 0.9 * bound && mult[j] >= bk[i].from && !bad)
 				bad = mult[j];
 			worst = r / bound < worst ? r / bound : worst;
 		}
 	}
-	ck_assert_msg(bad == 0, "%.0fx: below its target (worst %.3f of the bound)", bad, worst);
+	ck_assert_msg(bad == 0, "%.1fx: below its target (worst %.3f of the bound)", bad, worst);
 }
 END_TEST
 
@@ -596,8 +606,8 @@ START_TEST(test_fast_beside_slow)
 	ck_assert(same >= 0.9 * solo);
 	ck_assert(shared >= 0.9 * solo);
 	/* Before shares: 0.08-0.88 of solo, the slow writer held for seconds. */
-	ck_assert_uint_lt(st_same, 2 * SEC);
-	ck_assert_uint_lt(st_shared, 2 * SEC);
+	ck_assert_uint_lt(st_same, SEC);
+	ck_assert_uint_lt(st_shared, SEC);
 }
 END_TEST
 
