@@ -188,7 +188,7 @@ static bool dirty_lockfree(us_buf *b)
 /* Puts b on or takes it off its domain's LRU to keep invariant I4. */
 void us__buf_lru_update(us_buf *b)
 {
-	bool want = b->attached && b->state == US_BUF_CLEAN && b->refs == 0;
+	bool want = b->attached && b->state == US_BUF_CLEAN && b->refs == 0 && b->pins == 0;
 	us_object *o = b->obj;
 
 	if (want == b->on_lru)
@@ -676,7 +676,9 @@ int us_buf_drop(us_buf *b)
 		us__unlock(e);
 		return -EINVAL;
 	}
-	if (b->refs > 1 || b->state == US_BUF_WRITEBACK) {
+	/* Pinned: a flush callback it was handed in has not returned yet,
+	 * and the engine looks at it when it does. */
+	if (b->refs > 1 || b->pins || b->state == US_BUF_WRITEBACK) {
 		us__unlock(e);
 		return -EBUSY;
 	}

@@ -11,8 +11,9 @@
  *  I2. For every domain: charged = clean + dirty + writeback + unstable.
  *  I3. For every domain: charged <= max, at every instant. A charge is
  *      admitted only after checking every ancestor (us__charge()).
- *  I4. A buffer is on its domain's LRU list iff it is CLEAN and unreferenced
- *      (b->on_lru), and then it is counted in evictable.
+ *  I4. A buffer is on its domain's LRU list iff it is CLEAN, unreferenced
+ *      and unpinned (refs == 0 and pins == 0; b->on_lru), and then it is
+ *      counted in evictable.
  *  I5. A buffer is on its object's unstable list iff it is UNSTABLE; the list
  *      is sorted by commit seq; an object is on its backend's unstable list
  *      iff its own list is not empty.
@@ -348,9 +349,13 @@ struct us_buf {
 	uint64_t seq;
 	uint64_t lru_stamp;
 	uint32_t length;
-	/* refs and state are written under the engine lock, and read without
-	 * it by the fast path of us_buf_dirty(): hence atomic. */
+	/* refs (the user's references) and state are written under the engine
+	 * lock, and read without it by the fast path of us_buf_dirty(): hence
+	 * atomic. pins: the engine's own holds (a flush callback running on
+	 * it, writeback.c), under the lock only; never a user's reference, so
+	 * that a put or drop without one is refused and frees nothing. */
 	_Atomic uint32_t refs;
+	uint32_t pins;
 	uint32_t wb_gen; /* the collection that put it in WRITEBACK */
 	uint32_t epoch;	 /* its backend's loss epoch when it was written */
 	/* The engine's dirty count when its oldest data not yet durable was
