@@ -72,7 +72,6 @@
 #include <unstable/unstable.h>
 
 #define US_NAME_MAX 63
-#define US_CB_SLOTS 32
 #define US_MSEC	    1000000ull
 #define US_SEC	    1000000000ull
 
@@ -80,7 +79,7 @@
  * global mutex (tcache.c) comes before them all. */
 enum us_lock_rank {
 	US_LOCK_ENGINE = 1,
-	/* Flusher wake-ups and the callback table: taken with or without the
+	/* Flusher wake-ups: taken with or without the
 	 * engine lock, never the other way round (a flusher drops it before
 	 * polling). */
 	US_LOCK_THREADS = 2,
@@ -463,9 +462,6 @@ struct us_engine {
 	unsigned nthreads;
 	bool stop, kicked;
 	uint64_t kick_gen; /* kicks, ever: waiters for progress watch it */
-	/* Threads running a callback now, and how deep (us__in_callback()). */
-	pthread_t cb_thread[US_CB_SLOTS];
-	unsigned cb_depth[US_CB_SLOTS];
 };
 
 /* ------------------------------------------------------------------------ */
@@ -636,9 +632,23 @@ void us__sleep(us_engine *e, uint64_t ns);
 /* Waits up to ns for progress (a kick: a completion, a commit); on a
  * virtual clock, or without flushers, it is us__sleep(). */
 void us__wait_progress(us_engine *e, uint64_t ns);
-/* Marks the current thread as running a callback of e, or not. */
-void us__callback_enter(us_engine *e);
-void us__callback_exit(us_engine *e);
+/*
+ * Marks the current thread as running a callback of e, or not: a frame on
+ * the caller's stack, pushed on the thread's own list of the callbacks it
+ * is running (any number of threads, any depth, several engines; no lock).
+ * us__callback_enter() declares the frame, so us__callback_exit() must be
+ * called in the same block, after the callback returned.
+ */
+struct us__cb_frame {
+	us_engine *engine;
+	struct us__cb_frame *next;
+};
+void us__cb_push(struct us__cb_frame *f, us_engine *e);
+void us__cb_pop(struct us__cb_frame *f, us_engine *e);
+#define us__callback_enter(e)                \
+	struct us__cb_frame us__cb_frame_; \
+	us__cb_push(&us__cb_frame_, (e))
+#define us__callback_exit(e) us__cb_pop(&us__cb_frame_, (e))
 bool us__in_callback(us_engine *e);
 
 /* reclaim.c */
