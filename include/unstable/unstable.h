@@ -421,13 +421,16 @@ US_EXPORT int us_backend_destroy(us_backend *b);
  */
 US_EXPORT int us_backend_set_max_inflight(us_backend *b, uint64_t bytes);
 
-/* * The backend reports that every write it acknowledged with a commit
+/*
+ * The backend reports that every write it acknowledged with a commit
  * sequence number <= seq is durable: those UNSTABLE buffers become CLEAN.
- * Sequence numbers must increase monotonically for the backend's lifetime,
- * across server restarts too (Lustre's transno does).
- * The engine remembers the highest seq reported, so a write acknowledged
- * later with a seq already covered goes straight to CLEAN. Returns the
- * number of buffers cleaned. Errors: -EINVAL (NULL, seq of 0).
+ * Sequence numbers must increase monotonically for one server instance,
+ * that is between two us_backend_commit_lost() calls; after one they may
+ * start again from 1 (or go on, as Lustre's transno does across restarts).
+ * The engine remembers the highest seq reported since the last
+ * us_backend_commit_lost(), so a write acknowledged later with a seq
+ * already covered goes straight to CLEAN. Returns the number of buffers
+ * cleaned. Errors: -EINVAL (NULL, seq of 0).
  */
 US_EXPORT int us_backend_commit_done(us_backend *b, uint64_t seq);
 
@@ -435,11 +438,34 @@ US_EXPORT int us_backend_commit_done(us_backend *b, uint64_t seq);
  * The backend lost uncommitted data (server restart, changed write
  * verifier): every UNSTABLE buffer of the backend becomes DIRTY again, to be
  * written again. The committed seqs the backend and its objects reported
- * are forgotten, so the restarted server may number its writes from 1
- * again; a write in flight across the loss is written again too. Returns
- * the number of buffers redirtied. Errors: -EINVAL.
+ * are forgotten (us_backend_stats' last_committed_seq reads 0), so the
+ * restarted server may number its writes from 1 again. A write in flight
+ * across the loss is written again too: acknowledged UNSTABLE afterwards,
+ * it goes back to DIRTY whatever its seq. A commit report of the old
+ * server must not follow this call: the engine cannot tell
+ * us_backend_commit_done() or us_object_commit_done() of the old server
+ * from the new one's, and would take the old seq as covering the new
+ * server's writes up to it. The host stops delivering the old server's
+ * replies first (it checks the reply's verifier or connection), or reports
+ * commits with us_backend_commit_done_epoch(), which refuses them.
+ * Returns the number of buffers redirtied. Errors: -EINVAL.
  */
 US_EXPORT int us_backend_commit_lost(us_backend *b);
+
+/*
+ * Commit reports that say which server instance made them. The epoch of a
+ * backend is the number of us_backend_commit_lost() calls made on it so far
+ * (0 for NULL). A host that cannot stop an old server's replies before it
+ * calls us_backend_commit_lost() samples the epoch when it sends a request
+ * (or when the connection it arrives on was made) and passes it with the
+ * report: us_backend_commit_done_epoch() and us_object_commit_done_epoch()
+ * are us_backend_commit_done() and us_object_commit_done() for a report of
+ * that epoch, refused with -ESTALE, nothing changed, when
+ * us_backend_commit_lost() was called since. Errors: -EINVAL (as theirs, or
+ * an epoch not reached yet), -ESTALE.
+ */
+US_EXPORT uint64_t us_backend_epoch(const us_backend *b);
+US_EXPORT int us_backend_commit_done_epoch(us_backend *b, uint64_t epoch, uint64_t seq);
 
 /* ------------------------------------------------------------------------ */
 /* Objects                                                                   */
@@ -518,6 +544,9 @@ US_EXPORT int us_object_commit(us_object *o);
  * the number of buffers cleaned. Errors: -EINVAL (NULL, seq of 0).
  */
 US_EXPORT int us_object_commit_done(us_object *o, uint64_t seq);
+/* The same for a report of the given epoch (see us_backend_epoch()):
+ * -ESTALE after a us_backend_commit_lost() of o's backend since. */
+US_EXPORT int us_object_commit_done_epoch(us_object *o, uint64_t epoch, uint64_t seq);
 
 /*
  * Writeback errors, errseq_t style. us_object_errseq() samples the object's
