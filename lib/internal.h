@@ -246,6 +246,7 @@ struct us_domain {
 	 * this domain: a revoke is due once per grant, not once per check. */
 	uint64_t grant_seq, revoked_at;
 	uint64_t max_pause_seen_ns;
+	uint64_t max_stall_seen_ns; /* the longest stall of a writer (us__stall_note()) */
 	/* Reclaim (policy.c): bytes of the subtree that left the pinned
 	 * states or were freed, ever (progress), and the state of the charge
 	 * waiting on this domain's max. */
@@ -322,6 +323,10 @@ struct us_object {
 	struct us_list dirty_link;    /* wb->dirty_objs while ndirty > 0 */
 	uint64_t pause_debt_ns;	      /* throttle pauses not yet returned */
 	uint64_t high_debt_ns;	      /* memory.high delay not yet returned */
+	/* The stall of o's writer (us__stall_note()): the waits it served so
+	 * far without progress, and the wait it was last handed (0: none)
+	 * at stall_mark_ns. */
+	uint64_t stall_acc_ns, stall_wait_ns, stall_mark_ns;
 	struct us_list link;	      /* backend->objects */
 	struct us_list unstable_link; /* backend->unstable_objs */
 	struct us_tnode *root;	      /* buffers by offset */
@@ -507,6 +512,22 @@ static inline void us__domain_progress(us_domain *d, uint64_t n)
 		d->progress += n;
 }
 void us__domain_event(us_domain *d, enum us_event ev, uint64_t n);
+/*
+ * Under the lock: the writer of o was handed a wait of wait ns (a throttle
+ * pause, a gate's, a reclaim retry; 0: none), after progress when progress
+ * (its dirtying or charge went through, or it gave up with -ENOMEM). A
+ * stall runs from the first wait after progress to the next progress; it
+ * adds up the waits served, each counted up to the time the writer came
+ * back and at most as long as it was told to wait, and is recorded in
+ * max_stall of o's domain and its ancestors as it grows.
+ */
+void us__stall_note(us_object *o, bool progress, uint64_t wait);
+static inline bool us__stalling(const us_object *o)
+{
+	return o->stall_acc_ns || o->stall_wait_ns;
+}
+/* us__reclaim() with the stall of o's writer noted (buf.c). */
+int us__reclaim_step(us_object *o, uint64_t len, uint64_t *retry_ns);
 
 /* buf.c: state changes with their accounting. Called with the lock held. */
 void us__buf_set_state(us_buf *b, enum us_buf_state to);

@@ -827,9 +827,25 @@ struct us_domain_stats {
 	uint64_t reclaims;
 	/* memory.high delays given to writers of this domain's objects. */
 	uint64_t high_delay_ns;
+	/* Fields added after the first release. */
+	/*
+	 * The longest stall of a writer: the longest continuous time a writer
+	 * of one of the subtree's objects made no progress, from the first
+	 * wait after a dirtying or a charge went through to the next one that
+	 * did (or to its -ENOMEM). It adds up, as one stall, the throttle
+	 * pauses (max_pause_ns counts each alone), the waits at the gate (a
+	 * dirty limit reached: us_object_balance() returning -EAGAIN, and the
+	 * blocking forms' waits) and a charge's waits for reclaim, each
+	 * counted up to the time the writer came back and at most as long as
+	 * the engine told it to wait. Kept per object: two writers of one
+	 * object count as one. Updated while the stall lasts, so one not over
+	 * yet shows as far as it went.
+	 */
+	uint64_t max_stall_ns;
 };
 
-/* Errors: -EINVAL (NULL, st->size smaller than the first release's). */
+/* Errors: -EINVAL (NULL, st->size neither the first release's, which ends
+ * before max_stall_ns and is filled that far, nor at least this one's). */
 US_EXPORT int us_domain_stats(const us_domain *d, struct us_domain_stats *st);
 
 struct us_backend_stats {
@@ -857,7 +873,11 @@ US_EXPORT int us_backend_stats(const us_backend *b, struct us_backend_stats *st)
 
 /*
  * Writes the domain's statistics as text, one "key value" line each, in the
- * style of cgroup memory.stat, into buf (at most len bytes, NUL included).
+ * style of cgroup memory.stat, into buf (at most len bytes, NUL included):
+ * every field of struct us_domain_stats, in its order (keys without the
+ * _bytes suffix for the byte counts of the first group: charged, clean,
+ * ..., buffers), with the effective limits (max, high, bg_thresh,
+ * dirty_thresh) after buffers.
  * Returns the length the whole text needs, without the NUL, like snprintf;
  * buf may be NULL when len is 0. Errors: -EINVAL.
  */
