@@ -351,46 +351,46 @@ int us_domain_stats(const us_domain *d, struct us_domain_stats *st)
 
 /* One "key value" line per field of us_domain_stats and of the effective
  * limits, in the struct's order: every field, so that a new one is seen. */
-#define STAT_FIELDS(X)                                                               \
-	X(charged, s.charged_bytes)                                                  \
-	X(clean, s.clean_bytes)                                                      \
-	X(dirty, s.dirty_bytes)                                                      \
-	X(writeback, s.writeback_bytes)                                              \
-	X(unstable, s.unstable_bytes)                                                \
-	X(evictable, s.evictable_bytes)                                              \
-	X(peak_charged, s.peak_charged_bytes)                                        \
-	X(peak_pinned, s.peak_pinned_bytes)                                          \
-	X(buffers, s.buffers)                                                        \
-	X(max, l.max_bytes)                                                          \
-	X(high, l.high_bytes)                                                        \
-	X(bg_thresh, l.bg_thresh_bytes)                                              \
-	X(dirty_thresh, l.dirty_thresh_bytes)                                        \
-	X(charges, s.charges)                                                        \
-	X(uncharges, s.uncharges)                                                    \
-	X(evictions, s.evictions)                                                    \
-	X(evicted_bytes, s.evicted_bytes)                                            \
-	X(drops, s.drops)                                                            \
-	X(dropped_bytes, s.dropped_bytes)                                            \
-	X(enomem, s.enomem)                                                          \
-	X(max_events, s.max_events)                                                  \
-	X(high_events, s.high_events)                                                \
-	X(dirtied, s.dirtied)                                                        \
-	X(redirtied, s.redirtied)                                                    \
-	X(writeback_started, s.writeback_started)                                    \
-	X(written_stable, s.written_stable)                                          \
-	X(written_unstable, s.written_unstable)                                      \
-	X(write_errors, s.write_errors)                                              \
-	X(write_lost, s.write_lost)                                                  \
-	X(committed, s.committed)                                                    \
-	X(commit_lost, s.commit_lost)                                                \
-	X(paused, s.paused)                                                          \
-	X(pause_ns, s.pause_ns)                                                      \
-	X(max_pause_ns, s.max_pause_ns)                                              \
-	X(over_limit, s.over_limit)                                                  \
-	X(bg_flushed, s.bg_flushed)                                                  \
-	X(expired_flushed, s.expired_flushed)                                        \
-	X(reclaims, s.reclaims)                                                      \
-	X(high_delay_ns, s.high_delay_ns)                                            \
+#define STAT_FIELDS(X)                            \
+	X(charged, s.charged_bytes)               \
+	X(clean, s.clean_bytes)                   \
+	X(dirty, s.dirty_bytes)                   \
+	X(writeback, s.writeback_bytes)           \
+	X(unstable, s.unstable_bytes)             \
+	X(evictable, s.evictable_bytes)           \
+	X(peak_charged, s.peak_charged_bytes)     \
+	X(peak_pinned, s.peak_pinned_bytes)       \
+	X(buffers, s.buffers)                     \
+	X(max, l.max_bytes)                       \
+	X(high, l.high_bytes)                     \
+	X(bg_thresh, l.bg_thresh_bytes)           \
+	X(dirty_thresh, l.dirty_thresh_bytes)     \
+	X(charges, s.charges)                     \
+	X(uncharges, s.uncharges)                 \
+	X(evictions, s.evictions)                 \
+	X(evicted_bytes, s.evicted_bytes)         \
+	X(drops, s.drops)                         \
+	X(dropped_bytes, s.dropped_bytes)         \
+	X(enomem, s.enomem)                       \
+	X(max_events, s.max_events)               \
+	X(high_events, s.high_events)             \
+	X(dirtied, s.dirtied)                     \
+	X(redirtied, s.redirtied)                 \
+	X(writeback_started, s.writeback_started) \
+	X(written_stable, s.written_stable)       \
+	X(written_unstable, s.written_unstable)   \
+	X(write_errors, s.write_errors)           \
+	X(write_lost, s.write_lost)               \
+	X(committed, s.committed)                 \
+	X(commit_lost, s.commit_lost)             \
+	X(paused, s.paused)                       \
+	X(pause_ns, s.pause_ns)                   \
+	X(max_pause_ns, s.max_pause_ns)           \
+	X(over_limit, s.over_limit)               \
+	X(bg_flushed, s.bg_flushed)               \
+	X(expired_flushed, s.expired_flushed)     \
+	X(reclaims, s.reclaims)                   \
+	X(high_delay_ns, s.high_delay_ns)         \
 	X(max_stall_ns, s.max_stall_ns)
 
 int us_domain_stat_text(const us_domain *d, char *buf, size_t len)
@@ -409,11 +409,11 @@ int us_domain_stat_text(const us_domain *d, char *buf, size_t len)
 		return rc;
 	if (len)
 		buf[0] = '\0';
-#define X(name, value)                                                                       \
+#define X(name, value)                                                                      \
 	rc = snprintf(at < len ? buf + at : NULL, at < len ? len - at : 0, #name " %llu\n", \
-		      (unsigned long long)(value));                                          \
-	if (rc < 0)                                                                          \
-		return -EINVAL;                                                              \
+		      (unsigned long long)(value));                                         \
+	if (rc < 0)                                                                         \
+		return -EINVAL;                                                             \
 	at += (size_t)rc;
 	STAT_FIELDS(X)
 #undef X

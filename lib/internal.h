@@ -79,9 +79,8 @@
  * global mutex (tcache.c) comes before them all. */
 enum us_lock_rank {
 	US_LOCK_ENGINE = 1,
-	/* Flusher wake-ups: taken with or without the
-	 * engine lock, never the other way round (a flusher drops it before
-	 * polling). */
+	/* Flusher wake-ups: taken with or without the engine lock, never the
+	 * other way round (a flusher drops it before polling). */
 	US_LOCK_THREADS = 2,
 };
 
@@ -320,9 +319,9 @@ struct us_object {
 	us_domain *domain;
 	void *user;
 	struct us_wb *wb;
-	struct us_list dirty_link;    /* wb->dirty_objs while ndirty > 0 */
-	uint64_t pause_debt_ns;	      /* throttle pauses not yet returned */
-	uint64_t high_debt_ns;	      /* memory.high delay not yet returned */
+	struct us_list dirty_link; /* wb->dirty_objs while ndirty > 0 */
+	uint64_t pause_debt_ns;	   /* throttle pauses not yet returned */
+	uint64_t high_debt_ns;	   /* memory.high delay not yet returned */
 	/* The stall of o's writer (us__stall_note()): the waits it served so
 	 * far without progress, and the wait it was last handed (0: none)
 	 * at stall_mark_ns. */
@@ -666,7 +665,7 @@ struct us__cb_frame {
 };
 void us__cb_push(struct us__cb_frame *f, us_engine *e);
 void us__cb_pop(struct us__cb_frame *f, us_engine *e);
-#define us__callback_enter(e)                \
+#define us__callback_enter(e)              \
 	struct us__cb_frame us__cb_frame_; \
 	us__cb_push(&us__cb_frame_, (e))
 #define us__callback_exit(e) us__cb_pop(&us__cb_frame_, (e))

@@ -130,8 +130,7 @@ static void json_run(const struct sim_config *c, const struct sim_result *r, con
 		       c->scenario, pol, c->dom[i].name,
 		       (unsigned long long)(c->dom[i].max == UINT64_MAX ? 0 : c->dom[i].max),
 		       (unsigned long long)r->dom[i].peak_charged,
-		       (unsigned long long)r->dom[i].commits,
-		       (unsigned long long)r->dom[i].flushes,
+		       (unsigned long long)r->dom[i].commits, (unsigned long long)r->dom[i].flushes,
 		       (double)r->dom[i].max_stall_ns / 1e6);
 	printf("{\"kind\":\"summary\",\"scenario\":\"%s\",\"policy\":\"%s\",\"jain\":%.4f,"
 	       "\"wall_seconds\":%.3f,\"virtual_seconds\":%.3f,\"commits_asked\":%llu,"

@@ -45,7 +45,8 @@
  * function blocks. In threaded mode (us_engine_options.flusher_threads)
  * callbacks run on the flusher threads too, and only the blocking forms
  * (us_buf_dirty() with a NULL pause, us_object_balance_wait()) wait; from
- * inside a callback they return -EDEADLK instead.
+ * inside a callback they return -EDEADLK instead, on any number of threads
+ * at once (each thread marks the callbacks it runs on its own stack).
  *
  * ERRORS
  * * Functions return 0 (or a count) on success and a negative errno on
@@ -195,7 +196,9 @@ enum us_param {
 	US_PARAM_DIRTY_EXPIRE_NS = 0,
 	/* How often expiry is checked (default 5 s). */
 	US_PARAM_WRITEBACK_INTERVAL_NS = 1,
-	/* No single throttle pause is longer (default 200 ms). */
+	/* No single throttle pause is longer (default 200 ms). The
+	 * memory.high delay (US_LIMIT_HIGH), capped at 2 s of its own, comes
+	 * on top: a pause returned with it may reach max_pause + 2 s. */
 	US_PARAM_MAX_PAUSE_NS = 2,
 	/* Pauses shorter than this accumulate per object until they reach it
 	 * (default 10 ms: fewer, longer sleeps; 0 returns every pause). */
@@ -296,7 +299,10 @@ enum us_limit {
 	/* Soft limit, like memory.high: a charge that leaves the domain above
 	 * it evicts down to it, starts reclaim for the rest, and delays the
 	 * charging writer (its next pause) by 2 s * min(1, (4 * over / high)^2):
-	 * 80 ms at 5 % over, the 2 s cap from 25 % (lib/throttle.c). */
+	 * 80 ms at 5 % over, the 2 s cap from 25 % (lib/throttle.c). Delays
+	 * owed do not add up past the cap. The delay is not bounded by
+	 * US_PARAM_MAX_PAUSE_NS: the pause that returns it may exceed
+	 * max_pause, by at most the 2 s cap. */
 	US_LIMIT_HIGH = 1,
 	US_LIMIT_DIRTY_BG_BYTES = 2,
 	US_LIMIT_DIRTY_BG_RATIO = 3, /* percent, 0..100 */
@@ -368,7 +374,12 @@ struct us_backend_ops {
 	 * ascending offset, together [offset, offset + length), all in
 	 * WRITEBACK. Report each buffer with us_buf_write_done(), now (from
 	 * inside this callback) or later from any thread. The array is valid
-	 * only during the call; the buffers stay valid until completed.
+	 * only during the call; the buffers stay valid until completed, and
+	 * until the callback returns. The callback holds no reference to
+	 * them through this call: us_buf_put() or us_buf_drop() on one it
+	 * has no reference of its own to gets -EINVAL (to keep one past its
+	 * completion, take one with us_buf_lookup()), and us_buf_drop() with
+	 * one gets -EBUSY until the callback has returned.
 	 * Return 0 when the write was started; a negative errno when it was
 	 * not, in which case the engine puts the buffers not yet completed
 	 * back to DIRTY (the data is kept). Required.
@@ -565,9 +576,21 @@ US_EXPORT int us_object_check_error(us_object *o, uint64_t *since, int *err);
  * asks for the commits of what was acknowledged unstable (per object, or
  * with a backend-wide sync for a domain) and waits for them. A failed write
  * is retried with backoff; a write declared lost cleans its buffer and is
- * reported through the object's errseq (us_object_check_error()). Data
- * dirtied after the start does not hold a sync back, but a buffer rewritten
- * without pause does (its oldest data is never written).
+ * reported through the object's errseq (us_object_check_error()).
+ *
+ * Exactly: a sync started at time t waits for every buffer of its scope
+ * that was not CLEAN at t (DIRTY, WRITEBACK or UNSTABLE), until that buffer
+ * is CLEAN (or dropped). Its data as of t is durable then, and so is
+ * whatever was written into it after t before it got clean: a buffer
+ * rewritten after t while its older write was in flight goes back to DIRTY
+ * when that write completes, and the sync waits for the newer write and its
+ * commit too (an UNSTABLE one rewritten, or redirtied by a lost commit,
+ * likewise); it never completes on the older write alone. A buffer CLEAN
+ * at t and dirtied after, and a buffer created after t, do not hold it
+ * back. So data dirtied after the start holds a sync back only in a buffer
+ * that already held data not yet durable at t, and a buffer rewritten
+ * without pause holds it back for ever (its newer data is never all
+ * written).
  *
  * The non-blocking form: us_object_sync_start() / us_domain_sync_start()
  * start it and make the first step; each us_engine_poll() and each
@@ -677,7 +700,8 @@ US_EXPORT int us_buf_next(us_object *o, uint64_t offset, us_buf **out);
 /* Takes another reference. Errors: -EINVAL. */
 US_EXPORT int us_buf_ref(us_buf *b);
 
-/* Releases a reference. Errors: -EINVAL (NULL or no reference held). */
+/* Releases a reference. Errors: -EINVAL (NULL or no reference held; a
+ * flush callback holds none through the buffers it is handed). */
 US_EXPORT int us_buf_put(us_buf *b);
 
 /*
@@ -730,7 +754,9 @@ US_EXPORT int us_buf_dirty(us_buf *b, uint64_t *pause_ns);
  * Drops the buffer (truncate): it leaves the object and its bytes are
  * uncharged, whatever data it held — an explicit user decision. It consumes
  * the caller's reference, which must be the only one. Errors: -EINVAL
- * (NULL, no reference held), -EBUSY (in WRITEBACK, or other references).
+ * (NULL, no reference held: a flush callback holds none through the
+ * buffers it is handed), -EBUSY (in WRITEBACK, other references, or inside
+ * a flush callback it was handed to, until that returns).
  */
 US_EXPORT int us_buf_drop(us_buf *b);
 
