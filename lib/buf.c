@@ -200,7 +200,7 @@ static bool dirty_lockfree(us_buf *b)
 /* Puts b on or takes it off its domain's LRU to keep invariant I4. */
 void us__buf_lru_update(us_buf *b)
 {
-	bool want = b->attached && b->state == US_BUF_CLEAN && b->refs == 0;
+	bool want = b->attached && b->state == US_BUF_CLEAN && b->refs == 0 && b->pins == 0;
 	us_object *o = b->obj;
 
 	if (want == b->on_lru)
@@ -349,7 +349,7 @@ again:
 		us__unlock(e);
 		if (wait && us__in_callback(e))
 			wait = false;
-		while ((rc = us__reclaim(o, length, &retry)) == -EAGAIN && wait) {
+		while ((rc = us__reclaim_step(o, length, &retry)) == -EAGAIN && wait) {
 			us__kick(e);
 			us__wait_progress(e, retry);
 		}
@@ -396,6 +396,8 @@ again:
 	}
 	rc = us__charge(o->domain, length, &victims);
 	if (rc) {
+		if (rc == -ENOMEM && us__stalling(o))
+			us__stall_note(o, true, 0); /* the stall ends in ENOMEM */
 		us__unlock(e);
 		us__payload_free(e, data, (size_t)length);
 		us__meta_free(e, nb, sizeof(*nb));
@@ -415,6 +417,8 @@ again:
 	us__domain_add(o->domain, US_COUNTER(clean), length);
 	us__domain_add(o->domain, US_COUNTER(buffers), 1);
 	us__domain_event(o->domain, US_EV_CHARGES, 1);
+	if (us__stalling(o))
+		us__stall_note(o, true, 0); /* a charge went through: progress */
 	us__high_penalty(o, &victims);
 	/* Less headroom for every domain under a max'd ancestor: credit
 	 * granted before may no longer fit their thresholds. */
@@ -424,6 +428,23 @@ again:
 	us__unlock(e);
 	us__victims_release(e, &victims);
 	return 1;
+}
+
+int us__reclaim_step(us_object *o, uint64_t len, uint64_t *retry_ns)
+{
+	uint64_t retry = 0;
+	int rc = us__reclaim(o, len, &retry);
+
+	/* A wait for reclaim continues the writer's stall; -ENOMEM ends it
+	 * (recorded all the same); a charge that fits ends it once made. */
+	if (rc == -EAGAIN || rc == -ENOMEM) {
+		us__lock_nodrain(o->engine);
+		us__stall_note(o, rc == -ENOMEM, rc == -EAGAIN ? retry : 0);
+		us__unlock(o->engine);
+	}
+	if (retry_ns)
+		*retry_ns = retry;
+	return rc;
 }
 
 static int lookup(us_object *o, uint64_t offset, bool containing, us_buf **out)
@@ -652,6 +673,9 @@ int us__dirty_slow(us_buf *b, uint64_t *pause_ns)
 	}
 	/* Rewriting dirty data pins nothing new: only new bytes are throttled. */
 	rc = us__throttle(b->obj, newly, &pause, &wake);
+	/* This dirtying is progress; the pause or gate after it, a stall. */
+	if (pause || us__stalling(b->obj))
+		us__stall_note(b->obj, true, pause);
 	if (rc == 0 && pause == 0)
 		us__credit_grant(tc, b->obj);
 	/* Past the background threshold: the flushers have work. Kicked with
@@ -688,7 +712,9 @@ int us_buf_drop(us_buf *b)
 		us__unlock(e);
 		return -EINVAL;
 	}
-	if (b->refs > 1 || b->state == US_BUF_WRITEBACK) {
+	/* Pinned: a flush callback it was handed in has not returned yet,
+	 * and the engine looks at it when it does. */
+	if (b->refs > 1 || b->pins || b->state == US_BUF_WRITEBACK) {
 		us__unlock(e);
 		return -EBUSY;
 	}

@@ -68,9 +68,9 @@ static void check_bufs(struct ctx *c, us_object *o, struct us_tnode *t, struct o
 		fail(c, "buffer %p: bad state %u", (void *)b, b->state);
 	if (t->mark != (b->state == US_BUF_DIRTY))
 		fail(c, "buffer %p: index mark %u in state %u", (void *)b, t->mark, b->state);
-	if (b->on_lru != (b->state == US_BUF_CLEAN && b->refs == 0))
-		fail(c, "buffer %p: on_lru %d with state %u refs %u (I4)", (void *)b, b->on_lru,
-		     b->state, b->refs);
+	if (b->on_lru != (b->state == US_BUF_CLEAN && b->refs == 0 && b->pins == 0))
+		fail(c, "buffer %p: on_lru %d with state %u refs %u pins %u (I4)", (void *)b,
+		     b->on_lru, b->state, b->refs, b->pins);
 	if ((b->state == US_BUF_UNSTABLE) != (b->seq != 0))
 		fail(c, "buffer %p: seq %llu in state %u", (void *)b, (unsigned long long)b->seq,
 		     b->state);

@@ -41,14 +41,33 @@ static int clamp_count(uint64_t n)
 	return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
-int us_backend_commit_done(us_backend *bk, uint64_t seq)
+/*
+ * Under the lock: whether a commit report for epoch (the us_backend_epoch()
+ * its server instance was known by; NULL: not said) may be taken: 0, or
+ * -ESTALE when us_backend_commit_lost() was called since (the old server's
+ * report covers nothing the new one holds), -EINVAL for an epoch to come.
+ */
+static int epoch_check(const us_backend *bk, const uint64_t *epoch)
+{
+	if (!epoch || *epoch == bk->commit_lost_calls)
+		return 0;
+	return *epoch < bk->commit_lost_calls ? -ESTALE : -EINVAL;
+}
+
+static int backend_commit_done(us_backend *bk, const uint64_t *epoch, uint64_t seq)
 {
 	struct us_list *pos, *next;
 	uint64_t n = 0;
+	int rc;
 
 	if (!bk || seq == 0)
 		return -EINVAL;
 	us__lock(bk->engine);
+	rc = epoch_check(bk, epoch);
+	if (rc) {
+		us__unlock(bk->engine);
+		return rc;
+	}
 	bk->commit_done_calls++;
 	if (seq > bk->committed_seq)
 		bk->committed_seq = seq;
@@ -65,13 +84,41 @@ int us_backend_commit_done(us_backend *bk, uint64_t seq)
 	return clamp_count(n);
 }
 
-int us_object_commit_done(us_object *o, uint64_t seq)
+int us_backend_commit_done(us_backend *bk, uint64_t seq)
+{
+	return backend_commit_done(bk, NULL, seq);
+}
+
+int us_backend_commit_done_epoch(us_backend *bk, uint64_t epoch, uint64_t seq)
+{
+	return backend_commit_done(bk, &epoch, seq);
+}
+
+uint64_t us_backend_epoch(const us_backend *bk)
+{
+	uint64_t ep;
+
+	if (!bk)
+		return 0;
+	us__lock_nodrain(bk->engine);
+	ep = bk->commit_lost_calls;
+	us__unlock(bk->engine);
+	return ep;
+}
+
+static int object_commit_done(us_object *o, const uint64_t *epoch, uint64_t seq)
 {
 	uint64_t n;
+	int rc;
 
 	if (!o || seq == 0)
 		return -EINVAL;
 	us__lock(o->engine);
+	rc = epoch_check(o->backend, epoch);
+	if (rc) {
+		us__unlock(o->engine);
+		return rc;
+	}
 	o->backend->commit_done_calls++;
 	if (seq > o->committed_seq)
 		o->committed_seq = seq;
@@ -79,6 +126,16 @@ int us_object_commit_done(us_object *o, uint64_t seq)
 	us__kick(o->engine);
 	us__unlock(o->engine);
 	return clamp_count(n);
+}
+
+int us_object_commit_done(us_object *o, uint64_t seq)
+{
+	return object_commit_done(o, NULL, seq);
+}
+
+int us_object_commit_done_epoch(us_object *o, uint64_t epoch, uint64_t seq)
+{
+	return object_commit_done(o, &epoch, seq);
 }
 
 int us_backend_commit_lost(us_backend *bk)
@@ -146,6 +203,8 @@ int us_object_commit(us_object *o)
 		rc = bk->ops.sync(bk->ctx, bk, US_REASON_USER);
 	us__callback_exit(e);
 	us__lock(e);
+	if (rc < 0)
+		bk->commit_failed++;
 	us__obj_unbusy(o);
 	us__unlock(e);
 	return rc > 0 ? 0 : rc;

@@ -269,13 +269,39 @@ int us_domain_effective_limits(const us_domain *d, struct us_domain_limits *out)
 	return 0;
 }
 
+void us__stall_note(us_object *o, bool progress, uint64_t wait)
+{
+	uint64_t now = us__now(o->engine);
+	us_domain *a;
+
+	if (o->stall_wait_ns) {
+		uint64_t served = now > o->stall_mark_ns ? now - o->stall_mark_ns : 0;
+
+		o->stall_acc_ns = sat_add(o->stall_acc_ns, min_u64(served, o->stall_wait_ns));
+		o->stall_wait_ns = 0;
+		for (a = o->domain; a; a = a->parent)
+			if (o->stall_acc_ns > a->max_stall_seen_ns)
+				a->max_stall_seen_ns = o->stall_acc_ns;
+	}
+	if (progress)
+		o->stall_acc_ns = 0;
+	if (wait) {
+		o->stall_wait_ns = wait;
+		o->stall_mark_ns = now;
+	}
+}
+
+#define US_DOMAIN_STATS_V1 offsetof(struct us_domain_stats, max_stall_ns)
+
 int us_domain_stats(const us_domain *d, struct us_domain_stats *st)
 {
 	struct us_domain_stats s;
 	us_engine *e;
 	size_t sz;
 
-	if (!d || !st || st->size < sizeof(s))
+	/* The first release's struct ended before max_stall_ns: an older
+	 * caller's is filled that far. */
+	if (!d || !st || (st->size != US_DOMAIN_STATS_V1 && st->size < sizeof(s)))
 		return -EINVAL;
 	sz = st->size;
 	e = d->engine;
@@ -316,16 +342,62 @@ int us_domain_stats(const us_domain *d, struct us_domain_stats *st)
 	s.expired_flushed = d->ev[US_EV_EXPIRED_FLUSHED];
 	s.reclaims = d->ev[US_EV_RECLAIMS];
 	s.high_delay_ns = d->ev[US_EV_HIGH_DELAY_NS];
+	s.max_stall_ns = d->max_stall_seen_ns;
 	us__unlock(e);
 	s.size = sz;
-	memcpy(st, &s, sizeof(s));
+	memcpy(st, &s, sz < sizeof(s) ? sz : sizeof(s));
 	return 0;
 }
+
+/* One "key value" line per field of us_domain_stats and of the effective
+ * limits, in the struct's order: every field, so that a new one is seen. */
+#define STAT_FIELDS(X)                            \
+	X(charged, s.charged_bytes)               \
+	X(clean, s.clean_bytes)                   \
+	X(dirty, s.dirty_bytes)                   \
+	X(writeback, s.writeback_bytes)           \
+	X(unstable, s.unstable_bytes)             \
+	X(evictable, s.evictable_bytes)           \
+	X(peak_charged, s.peak_charged_bytes)     \
+	X(peak_pinned, s.peak_pinned_bytes)       \
+	X(buffers, s.buffers)                     \
+	X(max, l.max_bytes)                       \
+	X(high, l.high_bytes)                     \
+	X(bg_thresh, l.bg_thresh_bytes)           \
+	X(dirty_thresh, l.dirty_thresh_bytes)     \
+	X(charges, s.charges)                     \
+	X(uncharges, s.uncharges)                 \
+	X(evictions, s.evictions)                 \
+	X(evicted_bytes, s.evicted_bytes)         \
+	X(drops, s.drops)                         \
+	X(dropped_bytes, s.dropped_bytes)         \
+	X(enomem, s.enomem)                       \
+	X(max_events, s.max_events)               \
+	X(high_events, s.high_events)             \
+	X(dirtied, s.dirtied)                     \
+	X(redirtied, s.redirtied)                 \
+	X(writeback_started, s.writeback_started) \
+	X(written_stable, s.written_stable)       \
+	X(written_unstable, s.written_unstable)   \
+	X(write_errors, s.write_errors)           \
+	X(write_lost, s.write_lost)               \
+	X(committed, s.committed)                 \
+	X(commit_lost, s.commit_lost)             \
+	X(paused, s.paused)                       \
+	X(pause_ns, s.pause_ns)                   \
+	X(max_pause_ns, s.max_pause_ns)           \
+	X(over_limit, s.over_limit)               \
+	X(bg_flushed, s.bg_flushed)               \
+	X(expired_flushed, s.expired_flushed)     \
+	X(reclaims, s.reclaims)                   \
+	X(high_delay_ns, s.high_delay_ns)         \
+	X(max_stall_ns, s.max_stall_ns)
 
 int us_domain_stat_text(const us_domain *d, char *buf, size_t len)
 {
 	struct us_domain_stats s = { .size = sizeof(s) };
 	struct us_domain_limits l = { .size = sizeof(l) };
+	size_t at = 0;
 	int rc;
 
 	if (!d || (!buf && len))
@@ -335,30 +407,15 @@ int us_domain_stat_text(const us_domain *d, char *buf, size_t len)
 		rc = us_domain_effective_limits(d, &l);
 	if (rc)
 		return rc;
-	rc = snprintf(buf, len,
-		      "charged %llu\nclean %llu\ndirty %llu\nwriteback %llu\nunstable %llu\n"
-		      "evictable %llu\npeak_charged %llu\nbuffers %llu\n"
-		      "max %llu\nhigh %llu\nbg_thresh %llu\ndirty_thresh %llu\n"
-		      "charges %llu\nuncharges %llu\nevictions %llu\nevicted_bytes %llu\n"
-		      "drops %llu\ndropped_bytes %llu\nenomem %llu\nmax_events %llu\n"
-		      "high_events %llu\ndirtied %llu\nredirtied %llu\nwriteback_started %llu\n"
-		      "written_stable %llu\nwritten_unstable %llu\nwrite_errors %llu\n"
-		      "write_lost %llu\ncommitted %llu\ncommit_lost %llu\n",
-		      (unsigned long long)s.charged_bytes, (unsigned long long)s.clean_bytes,
-		      (unsigned long long)s.dirty_bytes, (unsigned long long)s.writeback_bytes,
-		      (unsigned long long)s.unstable_bytes, (unsigned long long)s.evictable_bytes,
-		      (unsigned long long)s.peak_charged_bytes, (unsigned long long)s.buffers,
-		      (unsigned long long)l.max_bytes, (unsigned long long)l.high_bytes,
-		      (unsigned long long)l.bg_thresh_bytes,
-		      (unsigned long long)l.dirty_thresh_bytes, (unsigned long long)s.charges,
-		      (unsigned long long)s.uncharges, (unsigned long long)s.evictions,
-		      (unsigned long long)s.evicted_bytes, (unsigned long long)s.drops,
-		      (unsigned long long)s.dropped_bytes, (unsigned long long)s.enomem,
-		      (unsigned long long)s.max_events, (unsigned long long)s.high_events,
-		      (unsigned long long)s.dirtied, (unsigned long long)s.redirtied,
-		      (unsigned long long)s.writeback_started, (unsigned long long)s.written_stable,
-		      (unsigned long long)s.written_unstable, (unsigned long long)s.write_errors,
-		      (unsigned long long)s.write_lost, (unsigned long long)s.committed,
-		      (unsigned long long)s.commit_lost);
-	return rc < 0 ? -EINVAL : rc;
+	if (len)
+		buf[0] = '\0';
+#define X(name, value)                                                                      \
+	rc = snprintf(at < len ? buf + at : NULL, at < len ? len - at : 0, #name " %llu\n", \
+		      (unsigned long long)(value));                                         \
+	if (rc < 0)                                                                         \
+		return -EINVAL;                                                             \
+	at += (size_t)rc;
+	STAT_FIELDS(X)
+#undef X
+	return at > INT32_MAX ? -EINVAL : (int)at;
 }

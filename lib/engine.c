@@ -39,6 +39,8 @@ const char *us_strerror(int err)
 		return "input/output error";
 	case -EUCLEAN:
 		return "invariant violated";
+	case -ESTALE:
+		return "a report of a server instance that is gone";
 	default:
 		return "unknown error";
 	}

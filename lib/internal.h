@@ -11,8 +11,9 @@
  *  I2. For every domain: charged = clean + dirty + writeback + unstable.
  *  I3. For every domain: charged <= max, at every instant. A charge is
  *      admitted only after checking every ancestor (us__charge()).
- *  I4. A buffer is on its domain's LRU list iff it is CLEAN and unreferenced
- *      (b->on_lru), and then it is counted in evictable.
+ *  I4. A buffer is on its domain's LRU list iff it is CLEAN, unreferenced
+ *      and unpinned (refs == 0 and pins == 0; b->on_lru), and then it is
+ *      counted in evictable.
  *  I5. A buffer is on its object's unstable list iff it is UNSTABLE; the list
  *      is sorted by commit seq; an object is on its backend's unstable list
  *      iff its own list is not empty.
@@ -71,7 +72,6 @@
 #include <unstable/unstable.h>
 
 #define US_NAME_MAX 63
-#define US_CB_SLOTS 32
 #define US_MSEC	    1000000ull
 #define US_SEC	    1000000000ull
 
@@ -79,9 +79,8 @@
  * global mutex (tcache.c) comes before them all. */
 enum us_lock_rank {
 	US_LOCK_ENGINE = 1,
-	/* Flusher wake-ups and the callback table: taken with or without the
-	 * engine lock, never the other way round (a flusher drops it before
-	 * polling). */
+	/* Flusher wake-ups: taken with or without the engine lock, never the
+	 * other way round (a flusher drops it before polling). */
 	US_LOCK_THREADS = 2,
 };
 
@@ -250,6 +249,7 @@ struct us_domain {
 	 * this domain: a revoke is due once per grant, not once per check. */
 	uint64_t grant_seq, revoked_at;
 	uint64_t max_pause_seen_ns;
+	uint64_t max_stall_seen_ns; /* the longest stall of a writer (us__stall_note()) */
 	/* Reclaim (policy.c): bytes of the subtree that left the pinned
 	 * states or were freed, ever (progress), and the state of the charge
 	 * waiting on this domain's max. */
@@ -331,9 +331,13 @@ struct us_object {
 	us_domain *domain;
 	void *user;
 	struct us_wb *wb;
-	struct us_list dirty_link;    /* wb->dirty_objs while ndirty > 0 */
-	uint64_t pause_debt_ns;	      /* throttle pauses not yet returned */
-	uint64_t high_debt_ns;	      /* memory.high delay not yet returned */
+	struct us_list dirty_link; /* wb->dirty_objs while ndirty > 0 */
+	uint64_t pause_debt_ns;	   /* throttle pauses not yet returned */
+	uint64_t high_debt_ns;	   /* memory.high delay not yet returned */
+	/* The stall of o's writer (us__stall_note()): the waits it served so
+	 * far without progress, and the wait it was last handed (0: none)
+	 * at stall_mark_ns. */
+	uint64_t stall_acc_ns, stall_wait_ns, stall_mark_ns;
 	struct us_list link;	      /* backend->objects */
 	struct us_list unstable_link; /* backend->unstable_objs */
 	struct us_tnode *root;	      /* buffers by offset */
@@ -361,9 +365,13 @@ struct us_buf {
 	uint64_t seq;
 	uint64_t lru_stamp;
 	uint32_t length;
-	/* refs and state are written under the engine lock, and read without
-	 * it by the fast path of us_buf_dirty(): hence atomic. */
+	/* refs (the user's references) and state are written under the engine
+	 * lock, and read without it by the fast path of us_buf_dirty(): hence
+	 * atomic. pins: the engine's own holds (a flush callback running on
+	 * it, writeback.c), under the lock only; never a user's reference, so
+	 * that a put or drop without one is refused and frees nothing. */
 	_Atomic uint32_t refs;
+	uint32_t pins;
 	uint32_t wb_gen; /* the collection that put it in WRITEBACK */
 	uint32_t epoch;	 /* its backend's loss epoch when it was written */
 	/* The engine's dirty count when its oldest data not yet durable was
@@ -471,9 +479,6 @@ struct us_engine {
 	unsigned nthreads;
 	bool stop, kicked;
 	uint64_t kick_gen; /* kicks, ever: waiters for progress watch it */
-	/* Threads running a callback now, and how deep (us__in_callback()). */
-	pthread_t cb_thread[US_CB_SLOTS];
-	unsigned cb_depth[US_CB_SLOTS];
 };
 
 /* ------------------------------------------------------------------------ */
@@ -519,6 +524,22 @@ static inline void us__domain_progress(us_domain *d, uint64_t n)
 		d->progress += n;
 }
 void us__domain_event(us_domain *d, enum us_event ev, uint64_t n);
+/*
+ * Under the lock: the writer of o was handed a wait of wait ns (a throttle
+ * pause, a gate's, a reclaim retry; 0: none), after progress when progress
+ * (its dirtying or charge went through, or it gave up with -ENOMEM). A
+ * stall runs from the first wait after progress to the next progress; it
+ * adds up the waits served, each counted up to the time the writer came
+ * back and at most as long as it was told to wait, and is recorded in
+ * max_stall of o's domain and its ancestors as it grows.
+ */
+void us__stall_note(us_object *o, bool progress, uint64_t wait);
+static inline bool us__stalling(const us_object *o)
+{
+	return o->stall_acc_ns || o->stall_wait_ns;
+}
+/* us__reclaim() with the stall of o's writer noted (buf.c). */
+int us__reclaim_step(us_object *o, uint64_t len, uint64_t *retry_ns);
 
 /* buf.c: state changes with their accounting. Called with the lock held. */
 void us__buf_set_state(us_buf *b, enum us_buf_state to);
@@ -645,9 +666,23 @@ void us__sleep(us_engine *e, uint64_t ns);
 /* Waits up to ns for progress (a kick: a completion, a commit); on a
  * virtual clock, or without flushers, it is us__sleep(). */
 void us__wait_progress(us_engine *e, uint64_t ns);
-/* Marks the current thread as running a callback of e, or not. */
-void us__callback_enter(us_engine *e);
-void us__callback_exit(us_engine *e);
+/*
+ * Marks the current thread as running a callback of e, or not: a frame on
+ * the caller's stack, pushed on the thread's own list of the callbacks it
+ * is running (any number of threads, any depth, several engines; no lock).
+ * us__callback_enter() declares the frame, so us__callback_exit() must be
+ * called in the same block, after the callback returned.
+ */
+struct us__cb_frame {
+	us_engine *engine;
+	struct us__cb_frame *next;
+};
+void us__cb_push(struct us__cb_frame *f, us_engine *e);
+void us__cb_pop(struct us__cb_frame *f, us_engine *e);
+#define us__callback_enter(e)              \
+	struct us__cb_frame us__cb_frame_; \
+	us__cb_push(&us__cb_frame_, (e))
+#define us__callback_exit(e) us__cb_pop(&us__cb_frame_, (e))
 bool us__in_callback(us_engine *e);
 
 /* reclaim.c */

@@ -508,5 +508,5 @@ int us_object_reclaim(us_object *o, uint64_t length, uint64_t *retry_ns)
 {
 	if (!o || length == 0 || length > US_BUF_MAX_BYTES)
 		return -EINVAL;
-	return us__reclaim(o, length, retry_ns);
+	return us__reclaim_step(o, length, retry_ns);
 }

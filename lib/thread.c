@@ -18,7 +18,8 @@
  * blocking paths are testable deterministically in time (though not in the
  * interleaving of threads).
  *
- * Callbacks are tracked per thread in a small table so that a blocking call
+ * Callbacks are tracked per thread, by a list of frames on the thread's own
+ * stack (no bound on threads or depth, no lock), so that a blocking call
  * made from inside a callback of the same engine can refuse with -EDEADLK
  * instead of waiting for work that only its own return would allow.
  */
@@ -166,54 +167,32 @@ void us__sleep(us_engine *e, uint64_t ns)
 		;
 }
 
-void us__callback_enter(us_engine *e)
-{
-	pthread_t self = pthread_self();
-	unsigned i, free_slot = US_CB_SLOTS;
+/* The callbacks this thread is running, innermost first (frames on its
+ * stack, see us__callback_enter()). Only the thread itself reads it. */
+static _Thread_local struct us__cb_frame *cb_top;
 
-	pthread_mutex_lock(&e->thr_lock);
-	for (i = 0; i < US_CB_SLOTS; i++) {
-		if (e->cb_depth[i] && pthread_equal(e->cb_thread[i], self)) {
-			e->cb_depth[i]++;
-			pthread_mutex_unlock(&e->thr_lock);
-			return;
-		}
-		if (!e->cb_depth[i] && free_slot == US_CB_SLOTS)
-			free_slot = i;
-	}
-	if (free_slot < US_CB_SLOTS) {
-		e->cb_thread[free_slot] = self;
-		e->cb_depth[free_slot] = 1;
-	}
-	pthread_mutex_unlock(&e->thr_lock);
+void us__cb_push(struct us__cb_frame *f, us_engine *e)
+{
+	f->engine = e;
+	f->next = cb_top;
+	cb_top = f;
 }
 
-void us__callback_exit(us_engine *e)
+void us__cb_pop(struct us__cb_frame *f, us_engine *e)
 {
-	pthread_t self = pthread_self();
-	unsigned i;
-
-	pthread_mutex_lock(&e->thr_lock);
-	for (i = 0; i < US_CB_SLOTS; i++) {
-		if (e->cb_depth[i] && pthread_equal(e->cb_thread[i], self)) {
-			e->cb_depth[i]--;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&e->thr_lock);
+	(void)e;
+	assert(cb_top == f && f->engine == e);
+	cb_top = f->next;
 }
 
 bool us__in_callback(us_engine *e)
 {
-	pthread_t self = pthread_self();
-	bool in = false;
-	unsigned i;
+	const struct us__cb_frame *f;
 
-	pthread_mutex_lock(&e->thr_lock);
-	for (i = 0; i < US_CB_SLOTS && !in; i++)
-		in = e->cb_depth[i] && pthread_equal(e->cb_thread[i], self);
-	pthread_mutex_unlock(&e->thr_lock);
-	return in;
+	for (f = cb_top; f; f = f->next)
+		if (f->engine == e)
+			return true;
+	return false;
 }
 
 int us_object_balance_wait(us_object *o)

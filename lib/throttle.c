@@ -483,6 +483,8 @@ int us_object_balance(us_object *o, uint64_t *pause_ns)
 	us__lock(o->engine);
 	/* Nothing dirtied: only the gate at the limit can hold the writer. */
 	rc = us__throttle(o, 0, &pause, &wake);
+	if (pause || us__stalling(o))
+		us__stall_note(o, false, pause);
 	if (wake)
 		us__kick(o->engine);
 	us__unlock(o->engine);

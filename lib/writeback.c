@@ -60,15 +60,17 @@ int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budge
 			bt->cap = cap;
 		}
 		assert(b->state == US_BUF_DIRTY);
-		if (b->refs < UINT32_MAX) {
+		if (b->pins < UINT32_MAX) {
 			if (got + b->length > budget && !(force && bt->n == 0))
 				break;
 			/*
-			 * Pinned by a reference until the callback has returned:
-			 * a buffer completed inside the callback could otherwise
-			 * be evicted or dropped under our feet.
+			 * Pinned until the callback has returned: a buffer
+			 * completed inside the callback could otherwise be
+			 * evicted or dropped under our feet. A pin, not a
+			 * reference: the callback holds none through it, so its
+			 * put or drop is refused (-EINVAL), not obeyed.
 			 */
-			b->refs++;
+			b->pins++;
 			b->wb_gen = bt->gen;
 			b->epoch = o->backend->epoch;
 			bt->bufs[bt->n++] = b;
@@ -156,7 +158,7 @@ uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
 			} else if (b->state == US_BUF_DIRTY && (b->flags & US_BUF_ERROR)) {
 				failed++; /* completed with an error inside the callback */
 			}
-			b->refs--;
+			b->pins--;
 			us__buf_lru_update(b);
 		}
 		us__unlock(e);

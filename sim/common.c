@@ -169,6 +169,7 @@ void sim_result_fill(struct sim_result *r, const struct sim_config *c, us_domain
 		us_domain_stats(dom[i], &st);
 		r->dom[i].peak_charged = st.peak_charged_bytes;
 		r->dom[i].enomem = st.enomem;
+		r->dom[i].max_stall_ns = st.max_stall_ns;
 		r->dom[i].commits = dom_commits[i];
 		r->dom[i].flushes = flushes[i];
 	}

@@ -111,23 +111,27 @@ static void json_run(const struct sim_config *c, const struct sim_result *r, con
 		printf("{\"kind\":\"writer\",\"scenario\":\"%s\",\"policy\":\"%s\",\"domain\":\"%s\","
 		       "\"limit\":%llu,\"bytes\":%llu,\"seconds\":%.3f,\"throughput\":%.0f,"
 		       "\"backend_bw\":%llu,\"ratio\":%.3f,\"peak_charged\":%llu,\"enomem\":%llu,"
-		       "\"max_pause_ms\":%.1f,\"p99_pause_ms\":%.1f,\"lost_bytes\":%llu}\n",
+		       "\"max_pause_ms\":%.1f,\"p99_pause_ms\":%.1f,\"max_stall_ms\":%.1f,"
+		       "\"lost_bytes\":%llu}\n",
 		       c->scenario, pol, d->name,
 		       (unsigned long long)(d->max == UINT64_MAX ? 0 : d->max),
 		       (unsigned long long)w->bytes, (double)w->done_ns / 1e9, w->throughput,
 		       (unsigned long long)w->ceiling, w->ratio,
 		       (unsigned long long)r->dom[c->wr[i].domain].peak_charged,
 		       (unsigned long long)w->enomem, (double)w->max_pause_ns / 1e6,
-		       (double)w->p99_pause_ns / 1e6, (unsigned long long)w->lost_bytes);
+		       (double)w->p99_pause_ns / 1e6,
+		       (double)r->dom[c->wr[i].domain].max_stall_ns / 1e6,
+		       (unsigned long long)w->lost_bytes);
 	}
 	for (i = 0; i < c->ndom; i++)
 		printf("{\"kind\":\"domain\",\"scenario\":\"%s\",\"policy\":\"%s\",\"domain\":\"%s\","
-		       "\"max\":%llu,\"peak_charged\":%llu,\"commits\":%llu,\"flushes\":%llu}\n",
+		       "\"max\":%llu,\"peak_charged\":%llu,\"commits\":%llu,\"flushes\":%llu,"
+		       "\"max_stall_ms\":%.1f}\n",
 		       c->scenario, pol, c->dom[i].name,
 		       (unsigned long long)(c->dom[i].max == UINT64_MAX ? 0 : c->dom[i].max),
 		       (unsigned long long)r->dom[i].peak_charged,
-		       (unsigned long long)r->dom[i].commits,
-		       (unsigned long long)r->dom[i].flushes);
+		       (unsigned long long)r->dom[i].commits, (unsigned long long)r->dom[i].flushes,
+		       (double)r->dom[i].max_stall_ns / 1e6);
 	printf("{\"kind\":\"summary\",\"scenario\":\"%s\",\"policy\":\"%s\",\"jain\":%.4f,"
 	       "\"wall_seconds\":%.3f,\"virtual_seconds\":%.3f,\"commits_asked\":%llu,"
 	       "\"server_commits\":%llu",
@@ -633,12 +637,15 @@ int main(int argc, char **argv)
 	}
 	for (i = 0; i < c.nwr; i++)
 		printf("writer %d (%s): %llu bytes in %.3f s, %.1f %% of the backend, peak charged "
-		       "%llu, ENOMEM %llu, max pause %.1f ms, p99 %.1f ms, lost %llu bytes\n",
+		       "%llu, ENOMEM %llu, max pause %.1f ms, p99 %.1f ms, max stall %.1f ms "
+		       "(its domain), lost %llu bytes\n",
 		       i, c.dom[c.wr[i].domain].name, (unsigned long long)r.wr[i].bytes,
 		       (double)r.wr[i].done_ns / 1e9, 100 * r.wr[i].ratio,
 		       (unsigned long long)r.dom[c.wr[i].domain].peak_charged,
 		       (unsigned long long)r.wr[i].enomem, (double)r.wr[i].max_pause_ns / 1e6,
-		       (double)r.wr[i].p99_pause_ns / 1e6, (unsigned long long)r.wr[i].lost_bytes);
+		       (double)r.wr[i].p99_pause_ns / 1e6,
+		       (double)r.dom[c.wr[i].domain].max_stall_ns / 1e6,
+		       (unsigned long long)r.wr[i].lost_bytes);
 	if (m.realtime) {
 		uint64_t bytes = 0;
 

@@ -71,6 +71,7 @@ struct sim_writer_result {
 
 struct sim_domain_result {
 	uint64_t peak_charged, commits, flushes, enomem;
+	uint64_t max_stall_ns; /* the engine's us_domain_stats.max_stall_ns */
 	bool over_max; /* charged passed max at some step */
 };
 

@@ -45,7 +45,8 @@
  * function blocks. In threaded mode (us_engine_options.flusher_threads)
  * callbacks run on the flusher threads too, and only the blocking forms
  * (us_buf_dirty() with a NULL pause, us_object_balance_wait()) wait; from
- * inside a callback they return -EDEADLK instead.
+ * inside a callback they return -EDEADLK instead, on any number of threads
+ * at once (each thread marks the callbacks it runs on its own stack).
  *
  * ERRORS
  * * Functions return 0 (or a count) on success and a negative errno on
@@ -195,7 +196,9 @@ enum us_param {
 	US_PARAM_DIRTY_EXPIRE_NS = 0,
 	/* How often expiry is checked (default 5 s). */
 	US_PARAM_WRITEBACK_INTERVAL_NS = 1,
-	/* No single throttle pause is longer (default 200 ms). */
+	/* No single throttle pause is longer (default 200 ms). The
+	 * memory.high delay (US_LIMIT_HIGH), capped at 2 s of its own, comes
+	 * on top: a pause returned with it may reach max_pause + 2 s. */
 	US_PARAM_MAX_PAUSE_NS = 2,
 	/* Pauses shorter than this accumulate per object until they reach it
 	 * (default 10 ms: fewer, longer sleeps; 0 returns every pause). */
@@ -317,7 +320,10 @@ enum us_limit {
 	/* Soft limit, like memory.high: a charge that leaves the domain above
 	 * it evicts down to it, starts reclaim for the rest, and delays the
 	 * charging writer (its next pause) by 2 s * min(1, (4 * over / high)^2):
-	 * 80 ms at 5 % over, the 2 s cap from 25 % (lib/throttle.c). */
+	 * 80 ms at 5 % over, the 2 s cap from 25 % (lib/throttle.c). Delays
+	 * owed do not add up past the cap. The delay is not bounded by
+	 * US_PARAM_MAX_PAUSE_NS: the pause that returns it may exceed
+	 * max_pause, by at most the 2 s cap. */
 	US_LIMIT_HIGH = 1,
 	US_LIMIT_DIRTY_BG_BYTES = 2,
 	US_LIMIT_DIRTY_BG_RATIO = 3, /* percent, 0..100 */
@@ -389,7 +395,12 @@ struct us_backend_ops {
 	 * ascending offset, together [offset, offset + length), all in
 	 * WRITEBACK. Report each buffer with us_buf_write_done(), now (from
 	 * inside this callback) or later from any thread. The array is valid
-	 * only during the call; the buffers stay valid until completed.
+	 * only during the call; the buffers stay valid until completed, and
+	 * until the callback returns. The callback holds no reference to
+	 * them through this call: us_buf_put() or us_buf_drop() on one it
+	 * has no reference of its own to gets -EINVAL (to keep one past its
+	 * completion, take one with us_buf_lookup()), and us_buf_drop() with
+	 * one gets -EBUSY until the callback has returned.
 	 * Return 0 when the write was started; a negative errno when it was
 	 * not, in which case the engine puts the buffers not yet completed
 	 * back to DIRTY (the data is kept). Required.
@@ -442,13 +453,16 @@ US_EXPORT int us_backend_destroy(us_backend *b);
  */
 US_EXPORT int us_backend_set_max_inflight(us_backend *b, uint64_t bytes);
 
-/* * The backend reports that every write it acknowledged with a commit
+/*
+ * The backend reports that every write it acknowledged with a commit
  * sequence number <= seq is durable: those UNSTABLE buffers become CLEAN.
- * Sequence numbers must increase monotonically for the backend's lifetime,
- * across server restarts too (Lustre's transno does).
- * The engine remembers the highest seq reported, so a write acknowledged
- * later with a seq already covered goes straight to CLEAN. Returns the
- * number of buffers cleaned. Errors: -EINVAL (NULL, seq of 0).
+ * Sequence numbers must increase monotonically for one server instance,
+ * that is between two us_backend_commit_lost() calls; after one they may
+ * start again from 1 (or go on, as Lustre's transno does across restarts).
+ * The engine remembers the highest seq reported since the last
+ * us_backend_commit_lost(), so a write acknowledged later with a seq
+ * already covered goes straight to CLEAN. Returns the number of buffers
+ * cleaned. Errors: -EINVAL (NULL, seq of 0).
  */
 US_EXPORT int us_backend_commit_done(us_backend *b, uint64_t seq);
 
@@ -456,11 +470,34 @@ US_EXPORT int us_backend_commit_done(us_backend *b, uint64_t seq);
  * The backend lost uncommitted data (server restart, changed write
  * verifier): every UNSTABLE buffer of the backend becomes DIRTY again, to be
  * written again. The committed seqs the backend and its objects reported
- * are forgotten, so the restarted server may number its writes from 1
- * again; a write in flight across the loss is written again too. Returns
- * the number of buffers redirtied. Errors: -EINVAL.
+ * are forgotten (us_backend_stats' last_committed_seq reads 0), so the
+ * restarted server may number its writes from 1 again. A write in flight
+ * across the loss is written again too: acknowledged UNSTABLE afterwards,
+ * it goes back to DIRTY whatever its seq. A commit report of the old
+ * server must not follow this call: the engine cannot tell
+ * us_backend_commit_done() or us_object_commit_done() of the old server
+ * from the new one's, and would take the old seq as covering the new
+ * server's writes up to it. The host stops delivering the old server's
+ * replies first (it checks the reply's verifier or connection), or reports
+ * commits with us_backend_commit_done_epoch(), which refuses them.
+ * Returns the number of buffers redirtied. Errors: -EINVAL.
  */
 US_EXPORT int us_backend_commit_lost(us_backend *b);
+
+/*
+ * Commit reports that say which server instance made them. The epoch of a
+ * backend is the number of us_backend_commit_lost() calls made on it so far
+ * (0 for NULL). A host that cannot stop an old server's replies before it
+ * calls us_backend_commit_lost() samples the epoch when it sends a request
+ * (or when the connection it arrives on was made) and passes it with the
+ * report: us_backend_commit_done_epoch() and us_object_commit_done_epoch()
+ * are us_backend_commit_done() and us_object_commit_done() for a report of
+ * that epoch, refused with -ESTALE, nothing changed, when
+ * us_backend_commit_lost() was called since. Errors: -EINVAL (as theirs, or
+ * an epoch not reached yet), -ESTALE.
+ */
+US_EXPORT uint64_t us_backend_epoch(const us_backend *b);
+US_EXPORT int us_backend_commit_done_epoch(us_backend *b, uint64_t epoch, uint64_t seq);
 
 /* ------------------------------------------------------------------------ */
 /* Objects                                                                   */
@@ -539,6 +576,9 @@ US_EXPORT int us_object_commit(us_object *o);
  * the number of buffers cleaned. Errors: -EINVAL (NULL, seq of 0).
  */
 US_EXPORT int us_object_commit_done(us_object *o, uint64_t seq);
+/* The same for a report of the given epoch (see us_backend_epoch()):
+ * -ESTALE after a us_backend_commit_lost() of o's backend since. */
+US_EXPORT int us_object_commit_done_epoch(us_object *o, uint64_t epoch, uint64_t seq);
 
 /*
  * Writeback errors, errseq_t style. us_object_errseq() samples the object's
@@ -557,9 +597,21 @@ US_EXPORT int us_object_check_error(us_object *o, uint64_t *since, int *err);
  * asks for the commits of what was acknowledged unstable (per object, or
  * with a backend-wide sync for a domain) and waits for them. A failed write
  * is retried with backoff; a write declared lost cleans its buffer and is
- * reported through the object's errseq (us_object_check_error()). Data
- * dirtied after the start does not hold a sync back, but a buffer rewritten
- * without pause does (its oldest data is never written).
+ * reported through the object's errseq (us_object_check_error()).
+ *
+ * Exactly: a sync started at time t waits for every buffer of its scope
+ * that was not CLEAN at t (DIRTY, WRITEBACK or UNSTABLE), until that buffer
+ * is CLEAN (or dropped). Its data as of t is durable then, and so is
+ * whatever was written into it after t before it got clean: a buffer
+ * rewritten after t while its older write was in flight goes back to DIRTY
+ * when that write completes, and the sync waits for the newer write and its
+ * commit too (an UNSTABLE one rewritten, or redirtied by a lost commit,
+ * likewise); it never completes on the older write alone. A buffer CLEAN
+ * at t and dirtied after, and a buffer created after t, do not hold it
+ * back. So data dirtied after the start holds a sync back only in a buffer
+ * that already held data not yet durable at t, and a buffer rewritten
+ * without pause holds it back for ever (its newer data is never all
+ * written).
  *
  * The non-blocking form: us_object_sync_start() / us_domain_sync_start()
  * start it and make the first step; each us_engine_poll() and each
@@ -674,7 +726,8 @@ US_EXPORT int us_buf_next(us_object *o, uint64_t offset, us_buf **out);
 /* Takes another reference. Errors: -EINVAL. */
 US_EXPORT int us_buf_ref(us_buf *b);
 
-/* Releases a reference. Errors: -EINVAL (NULL or no reference held). */
+/* Releases a reference. Errors: -EINVAL (NULL or no reference held; a
+ * flush callback holds none through the buffers it is handed). */
 US_EXPORT int us_buf_put(us_buf *b);
 
 /*
@@ -735,7 +788,9 @@ US_EXPORT int us_buf_dirty(us_buf *b, uint64_t *pause_ns);
  * Drops the buffer (truncate): it leaves the object and its bytes are
  * uncharged, whatever data it held — an explicit user decision. It consumes
  * the caller's reference, which must be the only one. Errors: -EINVAL
- * (NULL, no reference held), -EBUSY (in WRITEBACK, or other references).
+ * (NULL, no reference held: a flush callback holds none through the
+ * buffers it is handed), -EBUSY (in WRITEBACK, other references, or inside
+ * a flush callback it was handed to, until that returns).
  */
 US_EXPORT int us_buf_drop(us_buf *b);
 
@@ -832,9 +887,25 @@ struct us_domain_stats {
 	uint64_t reclaims;
 	/* memory.high delays given to writers of this domain's objects. */
 	uint64_t high_delay_ns;
+	/* Fields added after the first release. */
+	/*
+	 * The longest stall of a writer: the longest continuous time a writer
+	 * of one of the subtree's objects made no progress, from the first
+	 * wait after a dirtying or a charge went through to the next one that
+	 * did (or to its -ENOMEM). It adds up, as one stall, the throttle
+	 * pauses (max_pause_ns counts each alone), the waits at the gate (a
+	 * dirty limit reached: us_object_balance() returning -EAGAIN, and the
+	 * blocking forms' waits) and a charge's waits for reclaim, each
+	 * counted up to the time the writer came back and at most as long as
+	 * the engine told it to wait. Kept per object: two writers of one
+	 * object count as one. Updated while the stall lasts, so one not over
+	 * yet shows as far as it went.
+	 */
+	uint64_t max_stall_ns;
 };
 
-/* Errors: -EINVAL (NULL, st->size smaller than the first release's). */
+/* Errors: -EINVAL (NULL, st->size neither the first release's, which ends
+ * before max_stall_ns and is filled that far, nor at least this one's). */
 US_EXPORT int us_domain_stats(const us_domain *d, struct us_domain_stats *st);
 
 struct us_backend_stats {
@@ -862,7 +933,11 @@ US_EXPORT int us_backend_stats(const us_backend *b, struct us_backend_stats *st)
 
 /*
  * Writes the domain's statistics as text, one "key value" line each, in the
- * style of cgroup memory.stat, into buf (at most len bytes, NUL included).
+ * style of cgroup memory.stat, into buf (at most len bytes, NUL included):
+ * every field of struct us_domain_stats, in its order (keys without the
+ * _bytes suffix for the byte counts of the first group: charged, clean,
+ * ..., buffers), with the effective limits (max, high, bg_thresh,
+ * dirty_thresh) after buffers.
  * Returns the length the whole text needs, without the NUL, like snprintf;
  * buf may be NULL when len is 0. Errors: -EINVAL.
  */
