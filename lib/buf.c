@@ -211,6 +211,7 @@ void us__buf_lru_update(us_buf *b)
 		o->nlru--;
 	}
 	b->on_lru = want;
+	us__lru_fix(o->domain);
 }
 
 void us__buf_unstable_unlink(us_buf *b)

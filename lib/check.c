@@ -1,5 +1,5 @@
 /*
- * The invariant checker (invariants I1-I6 of internal.h), SQLite-style: it
+ * The invariant checker (invariants I1-I6, I8 and I9 of internal.h), SQLite-style: it
  * recomputes everything from the buffers and compares. Slow by design.
  *
  * SPDX-License-Identifier: MIT
@@ -156,6 +156,38 @@ static void check_lru(struct ctx *c, us_domain *d)
 		     (unsigned long long)bytes, (unsigned long long)d->chk.evictable);
 }
 
+/* I8: d's lru_min is the oldest stamp of its subtree, and its lru_kids tree
+ * holds exactly its children with one, keyed by it (children checked). */
+static void check_lru_order(struct ctx *c, us_domain *d)
+{
+	struct us_list *pos;
+	uint64_t m = 0, nkids = 0;
+	int64_t count = us__tree_check(d->lru_kids);
+
+	if (!us_list_empty(&d->lru))
+		m = us_container_of(d->lru.next, us_buf, link)->lru_stamp;
+	us_list_for_each (pos, &d->children) {
+		us_domain *ch = us_container_of(pos, us_domain, sibling);
+
+		if (!ch->lru_min)
+			continue;
+		nkids++;
+		if (!m || ch->lru_min < m)
+			m = ch->lru_min;
+		if (ch->lru_node.key != ch->lru_min ||
+		    us__tree_find_ge(d->lru_kids, ch->lru_min) != &ch->lru_node)
+			fail(c, "domain %s: child %s missing from its eviction tree (I8)", d->name,
+			     ch->name);
+	}
+	if (count < 0 || (uint64_t)count != nkids)
+		fail(c, "domain %s: eviction tree of %lld nodes, %llu children with evictable "
+			"buffers (I8)",
+		     d->name, (long long)count, (unsigned long long)nkids);
+	if (m != d->lru_min)
+		fail(c, "domain %s: oldest stamp of the subtree %llu, recorded %llu (I8)", d->name,
+		     (unsigned long long)m, (unsigned long long)d->lru_min);
+}
+
 /* Checks d's subtree; leaves d->chk summed over it; returns its credit. */
 static int64_t check_domain(struct ctx *c, us_domain *d)
 {
@@ -186,6 +218,7 @@ static int64_t check_domain(struct ctx *c, us_domain *d)
 		d->chk.buffers += ch->chk.buffers;
 		nchildren++;
 	}
+	check_lru_order(c, d);
 	if (c->rc)
 		return credit;
 	if (nchildren != d->nchildren)
@@ -218,6 +251,32 @@ static int64_t check_domain(struct ctx *c, us_domain *d)
 		fail(c, "domain %s: granted %llu, credit in the subtree %lld", d->name,
 		     (unsigned long long)d->granted, (long long)credit);
 	return credit;
+}
+
+/* I9: the sampling order holds every writeback context once, in order. */
+static void check_samples(struct ctx *c, us_engine *e)
+{
+	struct us_list *pos, *wpos;
+	uint64_t n = 0, nwbs = 0, prev = 0;
+
+	us_list_for_each (pos, &e->wb_samples) {
+		struct us_wb *wb = us_container_of(pos, struct us_wb, sample_link);
+
+		if (wb->sample_key < prev || wb->sample_key > wb->bw_stamp_ns ||
+		    wb->backend->engine != e) {
+			fail(c, "context %p: out of order on the sampling list (I9)", (void *)wb);
+			return;
+		}
+		prev = wb->sample_key;
+		if (++n > (1ull << 40))
+			break;
+	}
+	us_list_for_each (pos, &e->backends)
+		us_list_for_each (wpos, &us_container_of(pos, us_backend, link)->wbs)
+			nwbs++;
+	if (n != nwbs)
+		fail(c, "%llu contexts on the sampling list, %llu in the backends (I9)",
+		     (unsigned long long)n, (unsigned long long)nwbs);
 }
 
 int us_engine_check(us_engine *e, char *msg, size_t len)
@@ -298,6 +357,7 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 			fail(&c, "backend %p: objects/dirty/writeback/unstable do not add up",
 			     (void *)bk);
 	}
+	check_samples(&c, e);
 	if (!c.rc)
 		check_domain(&c, e->root);
 	us__unlock(e);

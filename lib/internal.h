@@ -21,6 +21,13 @@
  *  I7. A buffer leaves DIRTY, WRITEBACK or UNSTABLE only through: a stable
  *      write, a commit covering its seq, a write the user declared lost
  *      (recorded on the object), or an explicit drop.
+ *  I8. Eviction order (reclaim.c): for every domain D, D.lru_min is the
+ *      smallest lru_stamp on the LRU lists of D's subtree (0 when they are
+ *      all empty), and D's parent's lru_kids tree holds exactly the children
+ *      C with C.lru_min != 0, each keyed by C.lru_min. The globally oldest
+ *      evictable buffer of any subtree is then found in O(depth log n).
+ *  I9. Every writeback context is on its engine's wb_samples list exactly
+ *      once, the list ordered by sample_key, and sample_key <= bw_stamp_ns.
  *
  * TRANSITIONS (who performs each)
  *
@@ -229,6 +236,12 @@ struct us_domain {
 	uint64_t ev
 		[US_EV__COUNT]; /* Clean unreferenced buffers of this domain alone, oldest first. */
 	struct us_list lru;
+	/* Eviction order of the subtree (I8, reclaim.c): its oldest stamp, its
+	 * node in the parent's lru_kids (keyed by lru_min while non-zero), and
+	 * the children with evictable buffers, by their lru_min. */
+	uint64_t lru_min;
+	struct us_tnode lru_node;
+	struct us_tnode *lru_kids;
 	/* Writeback contexts of this domain alone (us_wb.dom_link). */
 	struct us_list wbs;
 	/*
@@ -283,6 +296,10 @@ struct us_wb {
 	uint64_t bw_cleaned;  /* cleaned at the last sample */
 	uint64_t bw_last;     /* the last sample alone, bytes per second */
 	uint64_t chk[5];      /* scratch for the checker */
+	/* engine->wb_samples, ordered by sample_key, which is bw_stamp_ns when
+	 * it was linked (a stamp only moves later): I9. */
+	struct us_list sample_link;
+	uint64_t sample_key;
 };
 
 struct us_backend {
@@ -437,6 +454,11 @@ struct us_engine {
 	uint64_t force_commit, commit_interval_ns, max_commits;
 	unsigned idle_waiters; /* threads waiting for objects to be idle (shutdown) */
 	uint64_t reclaim_wait_ns, reclaim_retries;
+	/* Writeback contexts by the time of their next bandwidth sample
+	 * (us_wb.sample_link), so a poll samples only those due (poll.c). */
+	struct us_list wb_samples;
+	/* The next walk that expires reclaim marks (policy.c). */
+	uint64_t reclaim_expiry_ns;
 	uint64_t next_purge_ns; /* arenas purged after eviction, not before */
 	uint64_t next_expiry_ns;
 	uint64_t expire_cutoff_ns; /* dirty before it: expired (when expiring) */
@@ -645,6 +667,9 @@ int us__charge_refused(us_domain *d, uint64_t len);
 int us__charge(us_domain *d, uint64_t len, struct us_list *victims);
 /* Evicts from d's subtree until its charged bytes are <= target. */
 int us__evict_to(us_domain *d, uint64_t target, struct us_list *victims);
+/* d's LRU list changed: restores I8 from d up (O(depth log n), and O(1)
+ * when d's oldest stamp did not move). */
+void us__lru_fix(us_domain *d);
 /* Detaches a clean unreferenced buffer and uncharges it; onto victims. */
 void us__buf_detach(us_buf *b, struct us_list *victims);
 /* Without the lock: tells the evict callbacks, frees. Takes and drops it. */

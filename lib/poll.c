@@ -105,6 +105,36 @@ static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t share, struct pen
 	return 0;
 }
 
+/*
+ * Samples the bandwidth of the writeback contexts due (wb.c), in the order
+ * of engine->wb_samples (I9): only the contexts due are visited, however
+ * many there are. A context whose stamp moved since it was linked (it went
+ * from idle to busy) is linked again at its stamp. Returns whether any was
+ * sampled.
+ */
+static bool sample_due(us_engine *e, uint64_t now)
+{
+	bool sampled = false;
+
+	while (!us_list_empty(&e->wb_samples)) {
+		struct us_wb *wb = us_container_of(e->wb_samples.next, struct us_wb, sample_link);
+		struct us_list *pos;
+
+		if (now < sat_add(wb->sample_key, e->bw_interval_ns))
+			break;
+		us_list_del(&wb->sample_link);
+		sampled |= us__wb_sample(e, wb, now);
+		wb->sample_key = wb->bw_stamp_ns;
+		for (pos = e->wb_samples.prev;
+		     pos != &e->wb_samples &&
+		     us_container_of(pos, struct us_wb, sample_link)->sample_key > wb->sample_key;
+		     pos = pos->prev)
+			;
+		us_list_insert_after(pos, &wb->sample_link);
+	}
+	return sampled;
+}
+
 int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 {
 	struct us_list *bpos, *wpos;
@@ -122,13 +152,7 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 	}
 	us__lock(e);
 	now = us__now(e);
-	us_list_for_each (bpos, &e->backends) {
-		us_backend *bk = us_container_of(bpos, us_backend, link);
-
-		us_list_for_each (wpos, &bk->wbs)
-			sampled |=
-				us__wb_sample(e, us_container_of(wpos, struct us_wb, bk_link), now);
-	}
+	sampled = sample_due(e, now);
 	if (sampled)
 		us__pipe_update(e->root);
 	/*

@@ -52,6 +52,8 @@ int us__wb_attach(us_object *o)
 	us_list_add_tail(&o->domain->wbs, &wb->dom_link);
 	wb->bw = e->init_bw;
 	wb->bw_stamp_ns = us__now(e);
+	wb->sample_key = wb->bw_stamp_ns;
+	us_list_add_tail(&e->wb_samples, &wb->sample_link);
 	wb->nobjects = 1;
 	o->wb = wb;
 	return 0;
@@ -67,6 +69,7 @@ void us__wb_detach(us_object *o)
 	assert(us_list_empty(&wb->dirty_objs) && !wb->dirty && !wb->writeback && !wb->unstable);
 	us_list_del(&wb->bk_link);
 	us_list_del(&wb->dom_link);
+	us_list_del(&wb->sample_link);
 	us__meta_free(o->engine, wb, sizeof(*wb));
 }
 
