@@ -20,11 +20,17 @@
  *   large  10,000 domains under the root, 1,048,576 buffers resident
  *          (--domains, --buffers; --tiny for a quick smoke run)
  *
- * Each cycle goes to a domain picked at random (its one object, a new
- * offset). Runs of --cycles cycles alternate, small then large, --rounds
- * times; each figure is the median of its runs' ns per cycle (real time).
- * ratio = large / small (target <= 1.25: the engine's cost per buffer does
- * not grow with the number of domains).
+ * The cycles come in bursts of --burst (64) buffers, written one after the
+ * other to the one object of a domain picked at random: a writer streaming a
+ * file. The victims follow the same pattern (the oldest buffers are the
+ * burst written longest ago), so a burst touches cold memory once, as a
+ * stream does; with --burst 1 every cycle misses the caches several times
+ * on a large setup (its object's index, the victim's, their domains), and
+ * the figure measures the memory more than the engine.
+ * Runs of --cycles cycles alternate, small then large, --rounds times; each
+ * figure is the median of its runs' ns per cycle (real time). ratio = large
+ * / small (target <= 1.25: the engine's cost per buffer does not grow with
+ * the number of domains). --check runs us_engine_check() after the runs.
  */
 #define _GNU_SOURCE 1
 #include <stdbool.h>
@@ -38,6 +44,8 @@
 #define BUFSZ	   256u
 #define POLL_EVERY 16
 #define TICK_NS	   1000u /* virtual time per cycle */
+
+static unsigned burst = 64;
 
 struct bk {
 	uint64_t seq;
@@ -54,6 +62,7 @@ struct setup {
 	us_object **objs;
 	uint64_t *next_off;
 	uint64_t rng;
+	unsigned cur; /* the domain of the current burst */
 	uint64_t now;
 	double *runs;
 	int nruns;
@@ -156,11 +165,19 @@ static void setup_init(struct setup *s, const char *name, unsigned ndomains, uin
 			die("us_object_create", rc);
 	}
 	/* Fill the root: every domain its share of clean unreferenced
-	 * buffers, in an order that mixes the domains on the LRU. */
+	 * buffers, in bursts as the cycles write them, the domains taking
+	 * turns (so the LRU mixes them). */
 	per = nbuffers / ndomains;
 	for (i = 0; i < per * ndomains; i++) {
-		unsigned k = (unsigned)(i % ndomains);
+		uint64_t j = i / burst;
+		unsigned k = (unsigned)(j % ndomains);
 		us_buf *b;
+
+		if (s->next_off[k] / BUFSZ >= per) {
+			/* this domain is full: the next one with room */
+			for (k = 0; s->next_off[k] / BUFSZ >= per; k++)
+				;
+		}
 
 		if ((rc = us_buf_get(s->objs[k], s->next_off[k], BUFSZ, 0, &b)) < 0)
 			die("us_buf_get (fill)", rc);
@@ -171,12 +188,17 @@ static void setup_init(struct setup *s, const char *name, unsigned ndomains, uin
 
 static void cycle(struct setup *s, uint64_t i)
 {
-	unsigned k = s->ndomains > 1 ? (unsigned)(rnd(s) % s->ndomains) : 0;
-	us_object *o = s->objs[k];
-	uint64_t off = s->next_off[k], pause;
+	unsigned k;
+	us_object *o;
+	uint64_t off, pause;
 	us_buf *b;
 	int rc;
 
+	if (i % burst == 0)
+		s->cur = s->ndomains > 1 ? (unsigned)(rnd(s) % s->ndomains) : 0;
+	k = s->cur;
+	o = s->objs[k];
+	off = s->next_off[k];
 	s->next_off[k] += BUFSZ;
 	if ((rc = us_buf_get(o, off, BUFSZ, 0, &b)) < 0)
 		die("us_buf_get", rc);
@@ -250,7 +272,7 @@ static void setup_fini(struct setup *s)
 static void usage(void)
 {
 	fprintf(stderr, "usage: us-bench-scale [--tiny] [--domains N] [--buffers N] "
-			"[--cycles N] [--rounds N] [--check]\n");
+			"[--cycles N] [--rounds N] [--burst N] [--check]\n");
 	exit(2);
 }
 
@@ -278,13 +300,15 @@ int main(int argc, char **argv)
 			buffers = strtoull(argv[++i], NULL, 0);
 		} else if (i + 1 < argc && !strcmp(argv[i], "--cycles")) {
 			cycles = strtoull(argv[++i], NULL, 0);
+		} else if (i + 1 < argc && !strcmp(argv[i], "--burst")) {
+			burst = (unsigned)strtoul(argv[++i], NULL, 0);
 		} else if (i + 1 < argc && !strcmp(argv[i], "--rounds")) {
 			rounds = atoi(argv[++i]);
 		} else {
 			usage();
 		}
 	}
-	if (!domains || buffers < domains || !cycles || rounds < 1)
+	if (!domains || buffers < domains || !cycles || rounds < 1 || !burst)
 		usage();
 
 	setup_init(&small, "small", 1, 1024, rounds);

@@ -1,5 +1,5 @@
 /*
- * The invariant checker (invariants I1-I6, I8 and I9 of internal.h), SQLite-style: it
+ * The invariant checker (invariants I1-I6 and I8-I10 of internal.h), SQLite-style: it
  * recomputes everything from the buffers and compares. Slow by design.
  *
  * SPDX-License-Identifier: MIT
@@ -219,6 +219,15 @@ static int64_t check_domain(struct ctx *c, us_domain *d)
 		nchildren++;
 	}
 	check_lru_order(c, d);
+	{
+		uint64_t kids = 0;
+
+		us_list_for_each (pos, &d->children)
+			kids += us_container_of(pos, us_domain, sibling)->pipe_bytes;
+		if (kids != d->pipe_kids || d->pipe_marked || d->pipe_marked_kids)
+			fail(c, "domain %s: pipeline sum of the children or marks wrong (I10)",
+			     d->name);
+	}
 	if (c->rc)
 		return credit;
 	if (nchildren != d->nchildren)
@@ -262,12 +271,11 @@ static void check_samples(struct ctx *c, us_engine *e)
 	us_list_for_each (pos, &e->wb_samples) {
 		struct us_wb *wb = us_container_of(pos, struct us_wb, sample_link);
 
-		if (wb->sample_key < prev || wb->sample_key > wb->bw_stamp_ns ||
-		    wb->backend->engine != e) {
+		if (wb->bw_stamp_ns < prev || wb->backend->engine != e) {
 			fail(c, "context %p: out of order on the sampling list (I9)", (void *)wb);
 			return;
 		}
-		prev = wb->sample_key;
+		prev = wb->bw_stamp_ns;
 		if (++n > (1ull << 40))
 			break;
 	}

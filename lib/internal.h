@@ -27,7 +27,11 @@
  *      C with C.lru_min != 0, each keyed by C.lru_min. The globally oldest
  *      evictable buffer of any subtree is then found in O(depth log n).
  *  I9. Every writeback context is on its engine's wb_samples list exactly
- *      once, the list ordered by sample_key, and sample_key <= bw_stamp_ns.
+ *      once, the list ordered by bw_stamp_ns: a stamp is only ever set to
+ *      the engine's time now, and its context then moves to the tail.
+ * I10. For every domain D, D.pipe_kids is the sum of its children's
+ *      pipe_bytes, and no domain is marked for a pipeline update (wb.c)
+ *      outside the poll that marked it.
  *
  * TRANSITIONS (who performs each)
  *
@@ -233,6 +237,11 @@ struct us_domain {
 	/* Bytes the subtree's commit pipelines hold at their measured rates
 	 * (wb.c); raises ratio thresholds (throttle.c). */
 	uint64_t pipe_bytes;
+	/* The sum of the children's pipe_bytes (I10), and the chains a poll
+	 * recomputes: marked domains, each on its parent's pipe_marked_kids. */
+	uint64_t pipe_kids;
+	bool pipe_marked;
+	us_domain *pipe_next, *pipe_marked_kids;
 	uint64_t ev
 		[US_EV__COUNT]; /* Clean unreferenced buffers of this domain alone, oldest first. */
 	struct us_list lru;
@@ -296,10 +305,7 @@ struct us_wb {
 	uint64_t bw_cleaned;  /* cleaned at the last sample */
 	uint64_t bw_last;     /* the last sample alone, bytes per second */
 	uint64_t chk[5];      /* scratch for the checker */
-	/* engine->wb_samples, ordered by sample_key, which is bw_stamp_ns when
-	 * it was linked (a stamp only moves later): I9. */
-	struct us_list sample_link;
-	uint64_t sample_key;
+	struct us_list sample_link; /* engine->wb_samples, by bw_stamp_ns (I9) */
 };
 
 struct us_backend {
@@ -539,6 +545,14 @@ void us__obj_record_error(us_object *o, int err);
 /* A write of o failed: its dirty data waits 100 ms, doubling to 5 s. */
 void us__obj_backoff(us_object *o);
 
+/* wb's bw_stamp_ns was just set to now: it goes to the tail of the
+ * sampling order (I9). */
+static inline void us__wb_restamped(us_engine *e, struct us_wb *wb)
+{
+	us_list_del(&wb->sample_link);
+	us_list_add_tail(&e->wb_samples, &wb->sample_link);
+}
+
 /* wb.c: writeback contexts and bandwidth. */
 int us__wb_attach(us_object *o);
 void us__wb_detach(us_object *o);
@@ -546,6 +560,10 @@ bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now);
 void us__commit_latency(us_backend *bk, uint64_t ns);
 uint64_t us__wb_rate(const struct us_wb *wb);
 void us__pipe_update(us_domain *d);
+/* Marks d's chain for us__pipe_update_marked(), which recomputes the
+ * pipelines of the marked domains only (both under the lock, in one go). */
+void us__pipe_mark(us_domain *d);
+void us__pipe_update_marked(us_engine *e);
 
 /* throttle.c */
 /* The thresholds of d now (domain.c). */

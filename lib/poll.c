@@ -106,11 +106,9 @@ static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t share, struct pen
 }
 
 /*
- * Samples the bandwidth of the writeback contexts due (wb.c), in the order
- * of engine->wb_samples (I9): only the contexts due are visited, however
- * many there are. A context whose stamp moved since it was linked (it went
- * from idle to busy) is linked again at its stamp. Returns whether any was
- * sampled.
+ * Samples the bandwidth of the writeback contexts due (wb.c): they are the
+ * first of engine->wb_samples, ordered by stamp (I9), so only those are
+ * visited, however many contexts there are. Returns whether any was.
  */
 static bool sample_due(us_engine *e, uint64_t now)
 {
@@ -118,19 +116,12 @@ static bool sample_due(us_engine *e, uint64_t now)
 
 	while (!us_list_empty(&e->wb_samples)) {
 		struct us_wb *wb = us_container_of(e->wb_samples.next, struct us_wb, sample_link);
-		struct us_list *pos;
 
-		if (now < sat_add(wb->sample_key, e->bw_interval_ns))
-			break;
-		us_list_del(&wb->sample_link);
-		sampled |= us__wb_sample(e, wb, now);
-		wb->sample_key = wb->bw_stamp_ns;
-		for (pos = e->wb_samples.prev;
-		     pos != &e->wb_samples &&
-		     us_container_of(pos, struct us_wb, sample_link)->sample_key > wb->sample_key;
-		     pos = pos->prev)
-			;
-		us_list_insert_after(pos, &wb->sample_link);
+		if (!us__wb_sample(e, wb, now))
+			break; /* not due: nor is any after it */
+		sampled = true;
+		us__wb_restamped(e, wb);
+		us__pipe_mark(wb->domain);
 	}
 	return sampled;
 }
@@ -154,7 +145,7 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 	now = us__now(e);
 	sampled = sample_due(e, now);
 	if (sampled)
-		us__pipe_update(e->root);
+		us__pipe_update_marked(e);
 	/*
 	 * Expiry runs on a fixed grid of writeback_interval, whatever the times
 	 * the host polls at: data expires within one interval of its age. The
@@ -176,6 +167,8 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 			us_backend *bk = us_container_of(bpos, us_backend, link);
 			uint64_t active = 0, share;
 
+			if (!bk->dirty)
+				continue; /* nothing to collect: no walk of its contexts */
 			us_list_for_each (wpos, &bk->wbs) {
 				struct us_wb *wb = us_container_of(wpos, struct us_wb, bk_link);
 

@@ -50,6 +50,39 @@ static struct us_tnode *tree_first(struct us_tnode *t)
 	return t;
 }
 
+/*
+ * Changes the key of the node keyed old to key in place when that keeps the
+ * tree ordered (key still between the node's neighbours), as it mostly does
+ * when a domain's oldest buffer is evicted and its next one is still older
+ * than the other domains'; returns false, changing nothing, otherwise.
+ */
+static bool tree_rekey(struct us_tnode *root, uint64_t old, uint64_t key)
+{
+	struct us_tnode *n = root, *pred = NULL, *succ = NULL;
+
+	while (n && n->key != old) {
+		if (old < n->key) {
+			succ = n;
+			n = n->left;
+		} else {
+			pred = n;
+			n = n->right;
+		}
+	}
+	if (!n)
+		return false;
+	if (n->left)
+		for (pred = n->left; pred->right; pred = pred->right)
+			;
+	if (n->right)
+		for (succ = n->right; succ->left; succ = succ->left)
+			;
+	if ((pred && pred->key >= key) || (succ && succ->key <= key))
+		return false;
+	n->key = key;
+	return true;
+}
+
 void us__lru_fix(us_domain *d)
 {
 	for (; d; d = d->parent) {
@@ -60,7 +93,7 @@ void us__lru_fix(us_domain *d)
 			m = k->key;
 		if (m == d->lru_min)
 			return;
-		if (d->parent) {
+		if (d->parent && !(d->lru_min && m && tree_rekey(d->parent->lru_kids, d->lru_min, m))) {
 			if (d->lru_min)
 				d->parent->lru_kids = us__tree_remove(d->parent->lru_kids, d->lru_min);
 			if (m) {

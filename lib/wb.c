@@ -52,7 +52,6 @@ int us__wb_attach(us_object *o)
 	us_list_add_tail(&o->domain->wbs, &wb->dom_link);
 	wb->bw = e->init_bw;
 	wb->bw_stamp_ns = us__now(e);
-	wb->sample_key = wb->bw_stamp_ns;
 	us_list_add_tail(&e->wb_samples, &wb->sample_link);
 	wb->nobjects = 1;
 	o->wb = wb;
@@ -131,8 +130,13 @@ void us__commit_latency(us_backend *bk, uint64_t ns)
  * one to two commit latencies C when commits run back to back, so a
  * threshold below about 2 r C stops the writers whatever the backend's
  * speed; throttle.c raises ratio thresholds to keep room for it.
+ *
+ * Each domain keeps the sum of its children's figures (pipe_kids), so that
+ * a poll recomputes only the chains of the contexts it sampled
+ * (us__pipe_mark(), us__pipe_update_marked()): O(depth) per sample, not
+ * the whole tree.
  */
-void us__pipe_update(us_domain *d)
+static double pipe_own(const us_domain *d)
 {
 	struct us_list *pos;
 	double pipe = 0;
@@ -143,12 +147,11 @@ void us__pipe_update(us_domain *d)
 
 		pipe += (double)bw * (double)wb->backend->commit_lat_ns / 1e9;
 	}
-	us_list_for_each (pos, &d->children) {
-		us_domain *c = us_container_of(pos, us_domain, sibling);
+	return pipe;
+}
 
-		us__pipe_update(c);
-		pipe += (double)c->pipe_bytes;
-	}
+static void pipe_set(us_domain *d, double pipe)
+{
 	/* Up at once, down by an eighth of the difference per update: a
 	 * threshold that dropped under the writers' feet would stop them. */
 	if (pipe < (double)d->pipe_bytes) {
@@ -158,6 +161,53 @@ void us__pipe_update(us_domain *d)
 			us__credit_revoke(d);
 	}
 	d->pipe_bytes = pipe >= 1.8e19 ? UINT64_MAX : (uint64_t)pipe;
+}
+
+void us__pipe_update(us_domain *d)
+{
+	struct us_list *pos;
+	uint64_t kids = 0;
+
+	us_list_for_each (pos, &d->children) {
+		us_domain *c = us_container_of(pos, us_domain, sibling);
+
+		us__pipe_update(c);
+		kids += c->pipe_bytes;
+	}
+	d->pipe_kids = kids;
+	pipe_set(d, pipe_own(d) + (double)kids);
+}
+
+void us__pipe_mark(us_domain *d)
+{
+	for (; d && !d->pipe_marked; d = d->parent) {
+		d->pipe_marked = true;
+		if (d->parent) {
+			d->pipe_next = d->parent->pipe_marked_kids;
+			d->parent->pipe_marked_kids = d;
+		}
+	}
+}
+
+static void pipe_update_marked(us_domain *d)
+{
+	while (d->pipe_marked_kids) {
+		us_domain *c = d->pipe_marked_kids;
+		uint64_t old = c->pipe_bytes;
+
+		d->pipe_marked_kids = c->pipe_next;
+		c->pipe_next = NULL;
+		pipe_update_marked(c);
+		d->pipe_kids += c->pipe_bytes - old; /* modulo 2^64, like the sum */
+	}
+	d->pipe_marked = false;
+	pipe_set(d, pipe_own(d) + (double)d->pipe_kids);
+}
+
+void us__pipe_update_marked(us_engine *e)
+{
+	if (e->root->pipe_marked)
+		pipe_update_marked(e->root);
 }
 
 uint64_t us_object_bandwidth(const us_object *o)
