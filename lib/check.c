@@ -183,6 +183,8 @@ static void check_lru_order(struct ctx *c, us_domain *d)
 		fail(c, "domain %s: eviction tree of %lld nodes, %llu children with evictable "
 			"buffers (I8)",
 		     d->name, (long long)count, (unsigned long long)nkids);
+	if (d->lru_head != d->lru.next && (d->lru_head || !us_list_empty(&d->lru)))
+		fail(c, "domain %s: LRU head moved unseen (I8)", d->name);
 	if (m != d->lru_min)
 		fail(c, "domain %s: oldest stamp of the subtree %llu, recorded %llu (I8)", d->name,
 		     (unsigned long long)m, (unsigned long long)d->lru_min);

@@ -24,7 +24,9 @@
  *  I8. Eviction order (reclaim.c): for every domain D, D.lru_min is the
  *      smallest lru_stamp on the LRU lists of D's subtree (0 when they are
  *      all empty), and D's parent's lru_kids tree holds exactly the children
- *      C with C.lru_min != 0, each keyed by C.lru_min. The globally oldest
+ *      C with C.lru_min != 0, each keyed by C.lru_min, and D.lru_head is
+ *      D.lru.next (or NULL, before D's list first changed while empty).
+ *      The globally oldest
  *      evictable buffer of any subtree is then found in O(depth log n).
  *  I9. Every writeback context is on its engine's wb_samples list exactly
  *      once, the list ordered by bw_stamp_ns: a stamp is only ever set to
@@ -251,6 +253,7 @@ struct us_domain {
 	uint64_t lru_min;
 	struct us_tnode lru_node;
 	struct us_tnode *lru_kids;
+	struct us_list *lru_head; /* lru.next when lru_min was last set */
 	/* Writeback contexts of this domain alone (us_wb.dom_link). */
 	struct us_list wbs;
 	/*

@@ -85,6 +85,12 @@ static bool tree_rekey(struct us_tnode *root, uint64_t old, uint64_t key)
 
 void us__lru_fix(us_domain *d)
 {
+	/* d's own list changed; unless its head did, its oldest stamp did
+	 * not (a buffer appended at the tail, one taken from the middle):
+	 * nothing to read, not even the head buffer. */
+	if (d->lru.next == d->lru_head)
+		return;
+	d->lru_head = d->lru.next;
 	for (; d; d = d->parent) {
 		struct us_tnode *k = tree_first(d->lru_kids);
 		uint64_t m = own_min(d);
