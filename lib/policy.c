@@ -236,8 +236,9 @@ static int commit_reason(us_engine *e, us_object *o, uint64_t now)
  * reclaim_waits after its last attempt. The marks are set in several places
  * (us__reclaim(), us__high_penalty()) and cleared here by a walk of the
  * tree, which runs when the earliest mark the last walk saw is due, and
- * otherwise at most once per reclaim_wait: a mark set since expires within
- * one more wait, and a poll costs nothing per domain.
+ * otherwise once per reclaim_wait: a new mark is seen within one wait, well
+ * before it is due, so each goes at the first poll after its time, as with
+ * a walk at every poll; but the polls in between cost nothing per domain.
  */
 static uint64_t reclaim_expire_walk(us_engine *e, us_domain *d, uint64_t now, uint64_t four)
 {

@@ -378,6 +378,54 @@ START_TEST(test_expiry_only_expired)
 }
 END_TEST
 
+/*
+ * A charge that gave up leaves its domain marked as reclaiming; among 1,000
+ * domains, the mark goes at the first poll 4 reclaim_waits (400 ms) after
+ * the attempt, not before, though the tree is not walked at every poll.
+ */
+START_TEST(test_reclaim_mark_expiry)
+{
+	us_engine *e = tu_engine(1ull << 30);
+	us_domain *d, *x;
+	us_object *o;
+	uint64_t now = 0, retry, cleared = 0;
+	struct tb t;
+	us_buf *b;
+	int i;
+
+	tb_init(&t, e, true, false);
+	t.mode = TB_HOLD;
+	for (i = 0; i < 1000; i++) {
+		char nm[16];
+
+		snprintf(nm, sizeof(nm), "x%d", i);
+		ck_assert_int_eq(us_domain_create(e, NULL, nm, 0, &x), 0);
+	}
+	ck_assert_int_eq(us_domain_create(e, NULL, "d", 0, &d), 0);
+	ck_assert_int_eq(us_domain_set_limit(d, US_LIMIT_MAX, 4 * LEN), 0);
+	ck_assert_int_eq(us_object_create(t.backend, d, NULL, &o), 0);
+	for (i = 0; i < 4; i++) {
+		ck_assert_int_ge(us_buf_get(o, (uint64_t)i * LEN, LEN, 0, &b), 0);
+		ck_assert_int_ge(us_buf_dirty(b, NULL), 0);
+		ck_assert_int_eq(us_buf_put(b), 0);
+	}
+	ck_assert_int_ge(us_engine_poll(e, 7 * US_MSEC, NULL), 0);
+	ck_assert_int_eq(us_engine_clock_advance(e, 3 * US_MSEC), 0);
+	/* At 10 ms: the charge cannot fit, the data is being written. */
+	ck_assert_int_eq(us_object_reclaim(o, LEN, &retry), -EAGAIN);
+	ck_assert(d->reclaiming);
+	for (now = 10 * US_MSEC; now <= 800 * US_MSEC; now += 10 * US_MSEC) {
+		ck_assert_int_ge(us_engine_poll(e, now, NULL), 0);
+		if (!d->reclaiming && !cleared)
+			cleared = now;
+	}
+	ck_assert_uint_eq(cleared, 410 * US_MSEC);
+	tb_complete_all(&t);
+	tu_check(e);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
 /* The checker sees a broken eviction tree (I8), sampling order (I9) and
  * pipeline sum (I10). */
 START_TEST(test_check_new_invariants)
@@ -437,6 +485,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_evict_subtree_limits);
 	tcase_add_test(tc, test_sync_covers_before_start);
 	tcase_add_test(tc, test_expiry_only_expired);
+	tcase_add_test(tc, test_reclaim_mark_expiry);
 	tcase_add_test(tc, test_check_new_invariants);
 	suite_add_tcase(s, tc);
 	return s;
