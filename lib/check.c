@@ -13,6 +13,7 @@ struct ctx {
 	char *msg;
 	size_t len;
 	int rc;
+	uint64_t ndecay; /* domains linked on the pipeline decay list */
 };
 
 #if defined(__GNUC__)
@@ -229,6 +230,7 @@ static int64_t check_domain(struct ctx *c, us_domain *d)
 		if (kids != d->pipe_kids || d->pipe_marked || d->pipe_marked_kids)
 			fail(c, "domain %s: pipeline sum of the children or marks wrong (I10)",
 			     d->name);
+		c->ndecay += d->pipe_decay_link.next != NULL;
 	}
 	if (c->rc)
 		return credit;
@@ -291,7 +293,7 @@ static void check_samples(struct ctx *c, us_engine *e)
 
 int us_engine_check(us_engine *e, char *msg, size_t len)
 {
-	struct ctx c = { msg, len, 0 };
+	struct ctx c = { msg, len, 0, 0 };
 	struct us_list *bpos, *opos;
 
 	if (!e)
@@ -368,8 +370,17 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 			     (void *)bk);
 	}
 	check_samples(&c, e);
-	if (!c.rc)
+	if (!c.rc) {
+		uint64_t n = 0;
+
 		check_domain(&c, e->root);
+		us_list_for_each (bpos, &e->pipe_decay)
+			if (++n > c.ndecay)
+				break;
+		if (n != c.ndecay)
+			fail(&c, "pipeline decay list of %llu domains, %llu linked (I10)",
+			     (unsigned long long)n, (unsigned long long)c.ndecay);
+	}
 	us__unlock(e);
 	return c.rc;
 }

@@ -32,7 +32,9 @@
  *      once, the list ordered by bw_stamp_ns: a stamp is only ever set to
  *      the engine's time now, and its context then moves to the tail.
  * I10. For every domain D, D.pipe_kids is the sum of its children's
- *      pipe_bytes, and no domain is marked for a pipeline update (wb.c)
+ *      pipe_bytes; D is on its engine's pipe_decay list when its pipe_bytes
+ *      was above its target at its last update, or when it lost a context
+ *      or a child since (wb.c); no domain is marked for a pipeline update
  *      outside the poll that marked it.
  *
  * TRANSITIONS (who performs each)
@@ -244,6 +246,9 @@ struct us_domain {
 	uint64_t pipe_kids;
 	bool pipe_marked;
 	us_domain *pipe_next, *pipe_marked_kids;
+	/* engine->pipe_decay while pipe_bytes is above its target (I10);
+	 * next is NULL when not linked. */
+	struct us_list pipe_decay_link;
 	uint64_t ev
 		[US_EV__COUNT]; /* Clean unreferenced buffers of this domain alone, oldest first. */
 	struct us_list lru;
@@ -463,6 +468,8 @@ struct us_engine {
 	uint64_t force_commit, commit_interval_ns, max_commits;
 	unsigned idle_waiters; /* threads waiting for objects to be idle (shutdown) */
 	uint64_t reclaim_wait_ns, reclaim_retries;
+	/* Domains whose pipe_bytes is still coming down (wb.c). */
+	struct us_list pipe_decay;
 	/* Writeback contexts by the time of their next bandwidth sample
 	 * (us_wb.sample_link), so a poll samples only those due (poll.c). */
 	struct us_list wb_samples;
@@ -567,6 +574,10 @@ void us__pipe_update(us_domain *d);
  * pipelines of the marked domains only (both under the lock, in one go). */
 void us__pipe_mark(us_domain *d);
 void us__pipe_update_marked(us_engine *e);
+/* The pipeline target of d: its own contexts' plus pipe_kids. */
+double us__pipe_target(const us_domain *d);
+/* d goes: its parent's sum and the decay list forget it. */
+void us__pipe_forget(us_domain *d);
 
 /* throttle.c */
 /* The thresholds of d now (domain.c). */

@@ -28,6 +28,21 @@
  */
 #include "internal.h"
 
+/* The pipelines' decay list (see us__pipe_update()). */
+static void decay_link(us_engine *e, us_domain *d)
+{
+	if (!d->pipe_decay_link.next)
+		us_list_add_tail(&e->pipe_decay, &d->pipe_decay_link);
+}
+
+static void decay_unlink(us_domain *d)
+{
+	if (d->pipe_decay_link.next) {
+		us_list_del(&d->pipe_decay_link);
+		d->pipe_decay_link.next = d->pipe_decay_link.prev = NULL;
+	}
+}
+
 int us__wb_attach(us_object *o)
 {
 	us_engine *e = o->engine;
@@ -69,6 +84,10 @@ void us__wb_detach(us_object *o)
 	us_list_del(&wb->bk_link);
 	us_list_del(&wb->dom_link);
 	us_list_del(&wb->sample_link);
+	/* Its pipeline leaves its domain's target: no longer sampled, the
+	 * domain comes down from the next update instead. */
+	if (o->domain->pipe_bytes)
+		decay_link(o->engine, o->domain);
 	us__meta_free(o->engine, wb, sizeof(*wb));
 }
 
@@ -132,9 +151,12 @@ void us__commit_latency(us_backend *bk, uint64_t ns)
  * speed; throttle.c raises ratio thresholds to keep room for it.
  *
  * Each domain keeps the sum of its children's figures (pipe_kids), so that
- * a poll recomputes only the chains of the contexts it sampled
- * (us__pipe_mark(), us__pipe_update_marked()): O(depth) per sample, not
- * the whole tree.
+ * a poll that sampled recomputes only the chains of the contexts it sampled
+ * and of the domains still coming down (engine->pipe_decay), each by one
+ * step (us__pipe_mark(), us__pipe_update_marked()): O(depth) per domain due,
+ * not the whole tree. A domain that is neither keeps its figure, which a
+ * step would not change (the commit latencies it depends on count at its
+ * contexts' next sample, within bw_interval).
  */
 static double pipe_own(const us_domain *d)
 {
@@ -150,8 +172,16 @@ static double pipe_own(const us_domain *d)
 	return pipe;
 }
 
+double us__pipe_target(const us_domain *d)
+{
+	return pipe_own(d) + (double)d->pipe_kids;
+}
+
 static void pipe_set(us_domain *d, double pipe)
 {
+	us_engine *e = d->engine;
+	double target = pipe;
+
 	/* Up at once, down by an eighth of the difference per update: a
 	 * threshold that dropped under the writers' feet would stop them. */
 	if (pipe < (double)d->pipe_bytes) {
@@ -161,6 +191,19 @@ static void pipe_set(us_domain *d, double pipe)
 			us__credit_revoke(d);
 	}
 	d->pipe_bytes = pipe >= 1.8e19 ? UINT64_MAX : (uint64_t)pipe;
+	if ((double)d->pipe_bytes > target)
+		decay_link(e, d);
+	else
+		decay_unlink(d);
+}
+
+void us__pipe_forget(us_domain *d)
+{
+	d->parent->pipe_kids -= d->pipe_bytes;
+	decay_unlink(d);
+	/* Its parent's target fell: it comes down from the next update. */
+	if (d->pipe_bytes)
+		decay_link(d->engine, d->parent);
 }
 
 void us__pipe_update(us_domain *d)
@@ -206,6 +249,10 @@ static void pipe_update_marked(us_domain *d)
 
 void us__pipe_update_marked(us_engine *e)
 {
+	struct us_list *pos;
+
+	us_list_for_each (pos, &e->pipe_decay)
+		us__pipe_mark(us_container_of(pos, us_domain, pipe_decay_link));
 	if (e->root->pipe_marked)
 		pipe_update_marked(e->root);
 }
