@@ -60,6 +60,7 @@ static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 	if (!wb->dirty && !wb->writeback && !wb->unstable && to != US_BUF_CLEAN) {
 		wb->bw_stamp_ns = us__now(o->engine);
 		wb->bw_cleaned = wb->cleaned;
+		us__wb_restamped(o->engine, wb);
 	}
 
 	us__domain_add(o->domain, state_counter[from], -(int64_t)b->length);
@@ -223,6 +224,7 @@ void us__buf_lru_update(us_buf *b)
 		o->nlru--;
 	}
 	b->on_lru = want;
+	us__lru_fix(o->domain);
 }
 
 void us__buf_unstable_unlink(us_buf *b)

@@ -1,5 +1,5 @@
 /*
- * The invariant checker (invariants I1-I6 of internal.h), SQLite-style: it
+ * The invariant checker (invariants I1-I6 and I8-I10 of internal.h), SQLite-style: it
  * recomputes everything from the buffers and compares. Slow by design.
  *
  * SPDX-License-Identifier: MIT
@@ -13,6 +13,7 @@ struct ctx {
 	char *msg;
 	size_t len;
 	int rc;
+	uint64_t ndecay; /* domains linked on the pipeline decay list */
 };
 
 #if defined(__GNUC__)
@@ -156,6 +157,40 @@ static void check_lru(struct ctx *c, us_domain *d)
 		     (unsigned long long)bytes, (unsigned long long)d->chk.evictable);
 }
 
+/* I8: d's lru_min is the oldest stamp of its subtree, and its lru_kids tree
+ * holds exactly its children with one, keyed by it (children checked). */
+static void check_lru_order(struct ctx *c, us_domain *d)
+{
+	struct us_list *pos;
+	uint64_t m = 0, nkids = 0;
+	int64_t count = us__tree_check(d->lru_kids);
+
+	if (!us_list_empty(&d->lru))
+		m = us_container_of(d->lru.next, us_buf, link)->lru_stamp;
+	us_list_for_each (pos, &d->children) {
+		us_domain *ch = us_container_of(pos, us_domain, sibling);
+
+		if (!ch->lru_min)
+			continue;
+		nkids++;
+		if (!m || ch->lru_min < m)
+			m = ch->lru_min;
+		if (ch->lru_node.key != ch->lru_min ||
+		    us__tree_find_ge(d->lru_kids, ch->lru_min) != &ch->lru_node)
+			fail(c, "domain %s: child %s missing from its eviction tree (I8)", d->name,
+			     ch->name);
+	}
+	if (count < 0 || (uint64_t)count != nkids)
+		fail(c, "domain %s: eviction tree of %lld nodes, %llu children with evictable "
+			"buffers (I8)",
+		     d->name, (long long)count, (unsigned long long)nkids);
+	if (d->lru_head != d->lru.next && (d->lru_head || !us_list_empty(&d->lru)))
+		fail(c, "domain %s: LRU head moved unseen (I8)", d->name);
+	if (m != d->lru_min)
+		fail(c, "domain %s: oldest stamp of the subtree %llu, recorded %llu (I8)", d->name,
+		     (unsigned long long)m, (unsigned long long)d->lru_min);
+}
+
 /* Checks d's subtree; leaves d->chk summed over it; returns its credit. */
 static int64_t check_domain(struct ctx *c, us_domain *d)
 {
@@ -185,6 +220,17 @@ static int64_t check_domain(struct ctx *c, us_domain *d)
 		d->chk.evictable += ch->chk.evictable;
 		d->chk.buffers += ch->chk.buffers;
 		nchildren++;
+	}
+	check_lru_order(c, d);
+	{
+		uint64_t kids = 0;
+
+		us_list_for_each (pos, &d->children)
+			kids += us_container_of(pos, us_domain, sibling)->pipe_bytes;
+		if (kids != d->pipe_kids || d->pipe_marked || d->pipe_marked_kids)
+			fail(c, "domain %s: pipeline sum of the children or marks wrong (I10)",
+			     d->name);
+		c->ndecay += d->pipe_decay_link.next != NULL;
 	}
 	if (c->rc)
 		return credit;
@@ -220,9 +266,34 @@ static int64_t check_domain(struct ctx *c, us_domain *d)
 	return credit;
 }
 
+/* I9: the sampling order holds every writeback context once, in order. */
+static void check_samples(struct ctx *c, us_engine *e)
+{
+	struct us_list *pos, *wpos;
+	uint64_t n = 0, nwbs = 0, prev = 0;
+
+	us_list_for_each (pos, &e->wb_samples) {
+		struct us_wb *wb = us_container_of(pos, struct us_wb, sample_link);
+
+		if (wb->bw_stamp_ns < prev || wb->backend->engine != e) {
+			fail(c, "context %p: out of order on the sampling list (I9)", (void *)wb);
+			return;
+		}
+		prev = wb->bw_stamp_ns;
+		if (++n > (1ull << 40))
+			break;
+	}
+	us_list_for_each (pos, &e->backends)
+		us_list_for_each (wpos, &us_container_of(pos, us_backend, link)->wbs)
+			nwbs++;
+	if (n != nwbs)
+		fail(c, "%llu contexts on the sampling list, %llu in the backends (I9)",
+		     (unsigned long long)n, (unsigned long long)nwbs);
+}
+
 int us_engine_check(us_engine *e, char *msg, size_t len)
 {
-	struct ctx c = { msg, len, 0 };
+	struct ctx c = { msg, len, 0, 0 };
 	struct us_list *bpos, *opos;
 
 	if (!e)
@@ -298,8 +369,18 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 			fail(&c, "backend %p: objects/dirty/writeback/unstable do not add up",
 			     (void *)bk);
 	}
-	if (!c.rc)
+	check_samples(&c, e);
+	if (!c.rc) {
+		uint64_t n = 0;
+
 		check_domain(&c, e->root);
+		us_list_for_each (bpos, &e->pipe_decay)
+			if (++n > c.ndecay)
+				break;
+		if (n != c.ndecay)
+			fail(&c, "pipeline decay list of %llu domains, %llu linked (I10)",
+			     (unsigned long long)n, (unsigned long long)c.ndecay);
+	}
 	us__unlock(e);
 	return c.rc;
 }

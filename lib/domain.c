@@ -105,6 +105,7 @@ int us_domain_destroy(us_domain *d)
 	us__tcache_forget_domain(e, d);
 	us_list_del(&d->sibling);
 	d->parent->nchildren--;
+	us__pipe_forget(d); /* I10 */
 	if (d->own_arena)
 		us__arena_destroy(e, d->arena);
 	us__meta_free(e, d, sizeof(*d));

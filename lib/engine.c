@@ -197,6 +197,8 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 	us_list_init(&e->backends);
 	us_list_init(&e->tcaches);
 	us_list_init(&e->syncs);
+	us_list_init(&e->wb_samples);
+	us_list_init(&e->pipe_decay);
 	e->lru_tick = e->lru_low = (uint64_t)1 << 62;
 	e->id = atomic_fetch_add(&engine_ids, 1) + 1;
 	e->dirty_expire_ns = 30 * US_SEC;

@@ -22,6 +22,21 @@
  *  I7. A buffer leaves DIRTY, WRITEBACK or UNSTABLE only through: a stable
  *      write, a commit covering its seq, a write the user declared lost
  *      (recorded on the object), or an explicit drop.
+ *  I8. Eviction order (reclaim.c): for every domain D, D.lru_min is the
+ *      smallest lru_stamp on the LRU lists of D's subtree (0 when they are
+ *      all empty), and D's parent's lru_kids tree holds exactly the children
+ *      C with C.lru_min != 0, each keyed by C.lru_min, and D.lru_head is
+ *      D.lru.next (or NULL, before D's list first changed while empty).
+ *      The globally oldest
+ *      evictable buffer of any subtree is then found in O(depth log n).
+ *  I9. Every writeback context is on its engine's wb_samples list exactly
+ *      once, the list ordered by bw_stamp_ns: a stamp is only ever set to
+ *      the engine's time now, and its context then moves to the tail.
+ * I10. For every domain D, D.pipe_kids is the sum of its children's
+ *      pipe_bytes; D is on its engine's pipe_decay list when its pipe_bytes
+ *      was above its target at its last update, or when it lost a context
+ *      or a child since (wb.c); no domain is marked for a pipeline update
+ *      outside the poll that marked it.
  *
  * TRANSITIONS (who performs each)
  *
@@ -225,13 +240,29 @@ struct us_domain {
 	/* Bytes the subtree's commit pipelines hold at their measured rates
 	 * (wb.c); raises ratio thresholds (throttle.c). */
 	uint64_t pipe_bytes;
-	/* The rates (us__wb_rate()) of the subtree's writeback contexts that
-	 * held pinned data at the last pipeline update (wb.c): the base of
-	 * each context's share of the dirty limits (throttle.c). */
-	uint64_t bw_sum;
+	/* The rates (us__wb_rate()) of the subtree's active writeback contexts
+	 * (wb.c: bw_own()), its children's part (bw_kids), updated with the
+	 * pipelines: the base of each context's share of the dirty limits
+	 * (throttle.c). */
+	uint64_t bw_sum, bw_kids;
+	/* The sum of the children's pipe_bytes (I10), and the chains a poll
+	 * recomputes: marked domains, each on its parent's pipe_marked_kids. */
+	uint64_t pipe_kids;
+	bool pipe_marked;
+	us_domain *pipe_next, *pipe_marked_kids;
+	/* engine->pipe_decay while pipe_bytes is above its target (I10);
+	 * next is NULL when not linked. */
+	struct us_list pipe_decay_link;
 	uint64_t ev
 		[US_EV__COUNT]; /* Clean unreferenced buffers of this domain alone, oldest first. */
 	struct us_list lru;
+	/* Eviction order of the subtree (I8, reclaim.c): its oldest stamp, its
+	 * node in the parent's lru_kids (keyed by lru_min while non-zero), and
+	 * the children with evictable buffers, by their lru_min. */
+	uint64_t lru_min;
+	struct us_tnode lru_node;
+	struct us_tnode *lru_kids;
+	struct us_list *lru_head; /* lru.next when lru_min was last set */
 	/* Writeback contexts of this domain alone (us_wb.dom_link). */
 	struct us_list wbs;
 	/*
@@ -282,13 +313,14 @@ struct us_wb {
 	struct us_list dirty_objs; /* us_object.dirty_link, by dirtied_when */
 	uint64_t nobjects;
 	uint64_t dirty, writeback, unstable;
-	uint64_t cleaned;     /* bytes that left WRITEBACK/UNSTABLE as CLEAN, ever */
-	uint64_t bw;	      /* estimated bytes per second */
-	uint64_t bw_stamp_ns; /* last sample */
-	uint64_t bw_cleaned;  /* cleaned at the last sample */
-	uint64_t bw_last;     /* the last sample alone, bytes per second */
-	uint64_t bw_counted;  /* its rate in its domains' bw_sum, 0: not in it */
-	uint64_t chk[5];      /* scratch for the checker */
+	uint64_t cleaned;	    /* bytes that left WRITEBACK/UNSTABLE as CLEAN, ever */
+	uint64_t bw;		    /* estimated bytes per second */
+	uint64_t bw_stamp_ns;	    /* last sample */
+	uint64_t bw_cleaned;	    /* cleaned at the last sample */
+	uint64_t bw_last;	    /* the last sample alone, bytes per second */
+	uint64_t bw_counted;	    /* its rate in its domains' bw_sum, 0: not in it */
+	uint64_t chk[5];	    /* scratch for the checker */
+	struct us_list sample_link; /* engine->wb_samples, by bw_stamp_ns (I9) */
 };
 
 struct us_backend {
@@ -458,6 +490,13 @@ struct us_engine {
 	uint64_t force_commit, commit_interval_ns, max_commits;
 	unsigned idle_waiters; /* threads waiting for objects to be idle (shutdown) */
 	uint64_t reclaim_wait_ns, reclaim_retries, reclaim_timeout_ns;
+	/* Domains whose pipe_bytes is still coming down (wb.c). */
+	struct us_list pipe_decay;
+	/* Writeback contexts by the time of their next bandwidth sample
+	 * (us_wb.sample_link), so a poll samples only those due (poll.c). */
+	struct us_list wb_samples;
+	/* The next walk that expires reclaim marks (policy.c). */
+	uint64_t reclaim_expiry_ns;
 	uint64_t next_purge_ns; /* arenas purged after eviction, not before */
 	uint64_t next_expiry_ns;
 	uint64_t expire_cutoff_ns; /* dirty before it: expired (when expiring) */
@@ -551,6 +590,14 @@ void us__obj_record_error(us_object *o, int err);
 /* A write of o failed: its dirty data waits 100 ms, doubling to 5 s. */
 void us__obj_backoff(us_object *o);
 
+/* wb's bw_stamp_ns was just set to now: it goes to the tail of the
+ * sampling order (I9). */
+static inline void us__wb_restamped(us_engine *e, struct us_wb *wb)
+{
+	us_list_del(&wb->sample_link);
+	us_list_add_tail(&e->wb_samples, &wb->sample_link);
+}
+
 /* wb.c: writeback contexts and bandwidth. */
 int us__wb_attach(us_object *o);
 void us__wb_detach(us_object *o);
@@ -558,7 +605,17 @@ bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now);
 void us__commit_latency(us_backend *bk, uint64_t ns);
 uint64_t us__wb_rate(const struct us_wb *wb);
 uint64_t us__wb_link_rate(const struct us_wb *wb);
+/* Samples bk's link rate when due; returns whether it did. */
+bool us__link_sample(us_engine *e, us_backend *bk, uint64_t now);
 void us__pipe_update(us_domain *d);
+/* Marks d's chain for us__pipe_update_marked(), which recomputes the
+ * pipelines of the marked domains only (both under the lock, in one go). */
+void us__pipe_mark(us_domain *d);
+void us__pipe_update_marked(us_engine *e);
+/* The pipeline target of d: its own contexts' plus pipe_kids. */
+double us__pipe_target(const us_domain *d);
+/* d goes: its parent's sum and the decay list forget it. */
+void us__pipe_forget(us_domain *d);
 
 /* throttle.c */
 /* The thresholds of d now (domain.c). */
@@ -694,6 +751,9 @@ int us__charge_refused(us_domain *d, uint64_t len);
 int us__charge(us_domain *d, uint64_t len, struct us_list *victims);
 /* Evicts from d's subtree until its charged bytes are <= target. */
 int us__evict_to(us_domain *d, uint64_t target, struct us_list *victims);
+/* d's LRU list changed: restores I8 from d up (O(depth log n), and O(1)
+ * when d's oldest stamp did not move). */
+void us__lru_fix(us_domain *d);
 /* Detaches a clean unreferenced buffer and uncharges it; onto victims. */
 void us__buf_detach(us_buf *b, struct us_list *victims);
 /* Without the lock: tells the evict callbacks, frees. Takes and drops it. */

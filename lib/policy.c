@@ -244,10 +244,18 @@ static int commit_reason(us_engine *e, us_object *o, uint64_t now)
 	return -1;
 }
 
-/* A charge that stopped retrying leaves its domain marked: not for long. */
-static void reclaim_expire(us_engine *e, us_domain *d, uint64_t now)
+/*
+ * A charge that stopped retrying leaves its domain marked: not for long, 4
+ * reclaim_waits after its last attempt. The marks are set in several places
+ * (us__reclaim(), us__high_penalty()) and cleared here by a walk of the
+ * tree, which runs when the earliest mark the last walk saw is due, and
+ * otherwise once per reclaim_wait: a new mark is seen within one wait, well
+ * before it is due, so each goes at the first poll after its time, as with
+ * a walk at every poll; but the polls in between cost nothing per domain.
+ */
+static uint64_t reclaim_expire_walk(us_engine *e, us_domain *d, uint64_t now, uint64_t four)
 {
-	uint64_t four = e->reclaim_wait_ns > UINT64_MAX / 4 ? UINT64_MAX : 4 * e->reclaim_wait_ns;
+	uint64_t next = UINT64_MAX;
 	struct us_list *pos;
 
 	if (d->reclaiming && now >= sat_add(d->reclaim_last_ns, four)) {
@@ -255,8 +263,22 @@ static void reclaim_expire(us_engine *e, us_domain *d, uint64_t now)
 		d->reclaim_stalls = 0;
 		d->reclaim_last_ns = 0;
 	}
+	if (d->reclaiming)
+		next = sat_add(d->reclaim_last_ns, four);
 	us_list_for_each (pos, &d->children)
-		reclaim_expire(e, us_container_of(pos, us_domain, sibling), now);
+		next = min_u64(next, reclaim_expire_walk(e, us_container_of(pos, us_domain, sibling),
+							 now, four));
+	return next;
+}
+
+static void reclaim_expire(us_engine *e, uint64_t now)
+{
+	uint64_t four = e->reclaim_wait_ns > UINT64_MAX / 4 ? UINT64_MAX : 4 * e->reclaim_wait_ns;
+
+	if (now < e->reclaim_expiry_ns)
+		return;
+	e->reclaim_expiry_ns = min_u64(reclaim_expire_walk(e, e->root, now, four),
+				       sat_add(now, e->reclaim_wait_ns));
 }
 
 void us__commit_policy(us_engine *e, uint64_t now)
@@ -264,7 +286,7 @@ void us__commit_policy(us_engine *e, uint64_t now)
 	struct us_commit_req *list = NULL;
 	struct us_list *bpos, *opos;
 
-	reclaim_expire(e, e->root, now);
+	reclaim_expire(e, now);
 	us_list_for_each (bpos, &e->backends) {
 		us_backend *bk = us_container_of(bpos, us_backend, link);
 

@@ -105,6 +105,39 @@ static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t share, struct pen
 	return 0;
 }
 
+/*
+ * Samples the bandwidth of the writeback contexts due (wb.c): they are the
+ * first of engine->wb_samples, ordered by stamp (I9), so only those are
+ * visited, however many contexts there are. Returns whether any was.
+ */
+static bool sample_due(us_engine *e, uint64_t now)
+{
+	bool sampled = false;
+	struct us_list *bpos, *wpos;
+
+	/* A backend's first link rate resizes its contexts' pipelines at
+	 * once (once in its life); later ones count at their samples. */
+	us_list_for_each (bpos, &e->backends) {
+		us_backend *bk = us_container_of(bpos, us_backend, link);
+
+		if (bk->wbw || !bk->written || !us__link_sample(e, bk, now))
+			continue;
+		us_list_for_each (wpos, &bk->wbs)
+			us__pipe_mark(us_container_of(wpos, struct us_wb, bk_link)->domain);
+		sampled = true;
+	}
+	while (!us_list_empty(&e->wb_samples)) {
+		struct us_wb *wb = us_container_of(e->wb_samples.next, struct us_wb, sample_link);
+
+		if (!us__wb_sample(e, wb, now))
+			break; /* not due: nor is any after it */
+		sampled = true;
+		us__wb_restamped(e, wb);
+		us__pipe_mark(wb->domain);
+	}
+	return sampled;
+}
+
 int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 {
 	struct us_list *bpos, *wpos;
@@ -122,15 +155,9 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 	}
 	us__lock(e);
 	now = us__now(e);
-	us_list_for_each (bpos, &e->backends) {
-		us_backend *bk = us_container_of(bpos, us_backend, link);
-
-		us_list_for_each (wpos, &bk->wbs)
-			sampled |=
-				us__wb_sample(e, us_container_of(wpos, struct us_wb, bk_link), now);
-	}
+	sampled = sample_due(e, now);
 	if (sampled)
-		us__pipe_update(e->root);
+		us__pipe_update_marked(e);
 	/*
 	 * Expiry runs on a fixed grid of writeback_interval, whatever the times
 	 * the host polls at: data expires within one interval of its age. The
@@ -152,6 +179,8 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 			us_backend *bk = us_container_of(bpos, us_backend, link);
 			uint64_t active = 0, share;
 
+			if (!bk->dirty)
+				continue; /* nothing to collect: no walk of its contexts */
 			us_list_for_each (wpos, &bk->wbs) {
 				struct us_wb *wb = us_container_of(wpos, struct us_wb, bk_link);
 

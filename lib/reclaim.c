@@ -24,24 +24,107 @@
  */
 #include "internal.h"
 
+/*
+ * EVICTION ORDER (invariant I8). Stamps are unique and say the order in
+ * which buffers are to go (ordinary ones count up from 2^62, those written
+ * back for reclaim count down from it, so they go first). Each domain keeps
+ * the smallest stamp of its subtree's LRU lists, lru_min, and a tree of its
+ * children with evictable buffers keyed by theirs. The victim for a subtree
+ * is found by walking down from its top, at each level taking the smaller
+ * of the domain's own LRU head and its first child: O(depth log n), however
+ * many domains there are. Every change of a domain's LRU list calls
+ * us__lru_fix(), which moves the domain in its parent's tree when its
+ * lru_min changed, and so on up; appending a new stamp at a list's tail, the
+ * usual case, changes nothing above the list.
+ */
+static uint64_t own_min(const us_domain *d)
+{
+	return us_list_empty(&d->lru) ? 0 : us_container_of(d->lru.next, us_buf, link)->lru_stamp;
+}
+
+static struct us_tnode *tree_first(struct us_tnode *t)
+{
+	if (t)
+		while (t->left)
+			t = t->left;
+	return t;
+}
+
+/*
+ * Changes the key of the node keyed old to key in place when that keeps the
+ * tree ordered (key still between the node's neighbours), as it mostly does
+ * when a domain's oldest buffer is evicted and its next one is still older
+ * than the other domains'; returns false, changing nothing, otherwise.
+ */
+static bool tree_rekey(struct us_tnode *root, uint64_t old, uint64_t key)
+{
+	struct us_tnode *n = root, *pred = NULL, *succ = NULL;
+
+	while (n && n->key != old) {
+		if (old < n->key) {
+			succ = n;
+			n = n->left;
+		} else {
+			pred = n;
+			n = n->right;
+		}
+	}
+	if (!n)
+		return false;
+	if (n->left)
+		for (pred = n->left; pred->right; pred = pred->right)
+			;
+	if (n->right)
+		for (succ = n->right; succ->left; succ = succ->left)
+			;
+	if ((pred && pred->key >= key) || (succ && succ->key <= key))
+		return false;
+	n->key = key;
+	return true;
+}
+
+void us__lru_fix(us_domain *d)
+{
+	/* d's own list changed; unless its head did, its oldest stamp did
+	 * not (a buffer appended at the tail, one taken from the middle):
+	 * nothing to read, not even the head buffer. */
+	if (d->lru.next == d->lru_head)
+		return;
+	d->lru_head = d->lru.next;
+	for (; d; d = d->parent) {
+		struct us_tnode *k = tree_first(d->lru_kids);
+		uint64_t m = own_min(d);
+
+		if (k && (!m || k->key < m))
+			m = k->key;
+		if (m == d->lru_min)
+			return;
+		if (d->parent && !(d->lru_min && m && tree_rekey(d->parent->lru_kids, d->lru_min, m))) {
+			if (d->lru_min)
+				d->parent->lru_kids = us__tree_remove(d->parent->lru_kids, d->lru_min);
+			if (m) {
+				d->lru_node.key = m;
+				d->lru_node.mark = 0;
+				d->parent->lru_kids = us__tree_insert(d->parent->lru_kids, &d->lru_node);
+			}
+		}
+		d->lru_min = m;
+	}
+}
+
 /* The least recently used evictable buffer of d's subtree, or NULL. */
 static us_buf *oldest_evictable(us_domain *d)
 {
-	us_buf *best = NULL, *cand;
-	struct us_list *pos;
+	while (d->lru_min) {
+		struct us_tnode *k = tree_first(d->lru_kids);
+		uint64_t m = own_min(d);
 
-	if (!us_list_empty(&d->lru))
-		best = us_container_of(d->lru.next, us_buf, link);
-	us_list_for_each (pos, &d->children) {
-		us_domain *c = us_container_of(pos, us_domain, sibling);
-
-		if (!c->c.evictable)
-			continue;
-		cand = oldest_evictable(c);
-		if (cand && (!best || cand->lru_stamp < best->lru_stamp))
-			best = cand;
+		if (m && (!k || m < k->key))
+			return us_container_of(d->lru.next, us_buf, link);
+		assert(k && k->key == d->lru_min);
+		d = us_container_of(k, us_domain, lru_node);
 	}
-	return best;
+	return NULL;
 }
 
 void us__buf_detach(us_buf *b, struct us_list *victims)
@@ -53,6 +136,7 @@ void us__buf_detach(us_buf *b, struct us_list *victims)
 	us_list_del(&b->link);
 	b->on_lru = false;
 	o->nlru--;
+	us__lru_fix(d);
 	o->root = us__tree_remove(o->root, b->node.key);
 	b->attached = false;
 	o->nbufs--;

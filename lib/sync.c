@@ -13,14 +13,19 @@
  * back (a buffer rewritten without pause can, as in Linux without tagging:
  * its oldest data stays unwritten).
  *
- * The sync counts those buffers by state: once at its start (a scan of its
- * scope), then as they change state (us__sync_account(), from account()),
- * so that a step costs O(1) for an object, O(objects) for a domain. Each
+ * The sync counts the bytes of those buffers by state: once at its start,
+ * then as they change state (us__sync_account(), from account()). At the
+ * start every pinned buffer has dirty_seq <= S, so a domain's counts are its
+ * subtree's counters (O(1)) and an object's a scan of its own buffers. Each
  * step (at the start, at every poll, at every us_sync_done()) writes back
- * the scope's dirty buffers (reason SYNC, within the backends' in-flight
- * caps, objects in error backoff excepted) and, once the writes it waits
- * for are done, asks for one commit of the unstable ones (the commit
- * policy's bounds apply); it is done when it waits for nothing.
+ * the scope's dirty buffers while it waits for dirty data (reason SYNC,
+ * within the backends' in-flight caps, objects in error backoff excepted)
+ * and, once the writes it waits for are done, asks for one commit of the
+ * unstable ones (the commit policy's bounds apply); it is done when it waits
+ * for nothing. A domain's step visits only what is due: the domains of the
+ * subtree with dirty data, their contexts' dirty objects (wb->dirty_objs),
+ * and the backends' objects with unstable data (unstable_objs); never the
+ * clean ones, however many.
  *
  * Errors are reported the errseq_t way: a permanent error recorded on the
  * object (US_WRITE_LOST) cleans the buffer, so the sync completes, and each
@@ -39,7 +44,7 @@ struct us_sync {
 	void *ctx;
 	bool done, notified;
 	struct us_list link; /* e->syncs */
-	uint64_t nwait[4];   /* buffers it waits for, by state */
+	uint64_t nwait[4];   /* bytes it waits for, by state */
 };
 
 /* Whether o is in s's scope. */
@@ -65,9 +70,9 @@ void us__sync_account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 		if (b->dirty_seq > s->seq || !in_scope(s, b->obj))
 			continue;
 		if (from != US_BUF_CLEAN)
-			s->nwait[from]--;
+			s->nwait[from] -= b->length;
 		if (to != US_BUF_CLEAN)
-			s->nwait[to]++;
+			s->nwait[to] += b->length;
 	}
 }
 
@@ -81,7 +86,7 @@ static void count_object(us_sync *s, us_object *o)
 		uint8_t st = atomic_load_explicit(&b->state, memory_order_relaxed);
 
 		if (st != US_BUF_CLEAN && b->dirty_seq <= s->seq)
-			s->nwait[st]++;
+			s->nwait[st] += b->length;
 		if (t->key + b->length < t->key)
 			break;
 		t = us__tree_find_ge(o->root, t->key + b->length);
@@ -140,6 +145,28 @@ static void act_object(us_sync *s, us_object *o, uint64_t now, bool commit,
 		us__want_commit(e, o, s->o == NULL, s->reason, commits, now);
 }
 
+/* Under the lock: writes back the dirty objects of d's subtree, visiting
+ * only the domains with dirty data. */
+static void flush_domain(us_sync *s, us_domain *d, uint64_t now, struct us_flush_req **flushes)
+{
+	struct us_list *pos, *opos, *onext;
+
+	if (!d->c.dirty)
+		return;
+	us_list_for_each (pos, &d->wbs) {
+		struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
+
+		/* Collecting may take o off the list, never the next one. */
+		for (opos = wb->dirty_objs.next; opos != &wb->dirty_objs; opos = onext) {
+			onext = opos->next;
+			act_object(s, us_container_of(opos, us_object, dirty_link), now, false,
+				   flushes, NULL);
+		}
+	}
+	us_list_for_each (pos, &d->children)
+		flush_domain(s, us_container_of(pos, us_domain, sibling), now, flushes);
+}
+
 /* Under the lock: one step of s; issues nothing (the caller does). */
 static void step(us_sync *s, struct us_flush_req **flushes, struct us_commit_req **commits)
 {
@@ -160,14 +187,19 @@ static void step(us_sync *s, struct us_flush_req **flushes, struct us_commit_req
 		act_object(s, s->o, now, commit, flushes, commits);
 		return;
 	}
+	if (s->nwait[US_BUF_DIRTY])
+		flush_domain(s, s->d, now, flushes);
+	if (!commit)
+		return;
 	us_list_for_each (bpos, &e->backends) {
 		us_backend *bk = us_container_of(bpos, us_backend, link);
 
-		us_list_for_each (opos, &bk->objects) {
-			us_object *o = us_container_of(opos, us_object, link);
+		us_list_for_each (opos, &bk->unstable_objs) {
+			us_object *o = us_container_of(opos, us_object, unstable_link);
 
-			if (us__under(o->domain, s->d))
-				act_object(s, o, now, commit, flushes, commits);
+			if (us__under(o->domain, s->d) &&
+			    us__want_commit(e, o, true, s->reason, commits, now) && bk->sync_target)
+				break; /* one sync covers the whole backend */
 		}
 	}
 }
@@ -254,15 +286,11 @@ static int start(us_engine *e, us_object *o, us_domain *d, enum us_reason reason
 	if (o) {
 		count_object(s, o);
 	} else {
-		struct us_list *bpos, *opos;
-
-		us_list_for_each (bpos, &e->backends)
-			us_list_for_each (opos, &us_container_of(bpos, us_backend, link)->objects) {
-				us_object *x = us_container_of(opos, us_object, link);
-
-				if (us__under(x->domain, d))
-					count_object(s, x);
-			}
+		/* Everything pinned now has dirty_seq <= seq: the subtree's
+		 * counters are the counts. */
+		s->nwait[US_BUF_DIRTY] = d->c.dirty;
+		s->nwait[US_BUF_WRITEBACK] = d->c.writeback;
+		s->nwait[US_BUF_UNSTABLE] = d->c.unstable;
 	}
 	us_list_add_tail(&e->syncs, &s->link);
 	us__unlock(e);

@@ -28,6 +28,23 @@
  */
 #include "internal.h"
 
+/* The pipelines' decay list (see us__pipe_update()). */
+static void decay_link(us_engine *e, us_domain *d)
+{
+	if (!d->pipe_decay_link.next)
+		us_list_add_tail(&e->pipe_decay, &d->pipe_decay_link);
+}
+
+static void decay_unlink(us_domain *d)
+{
+	if (d->pipe_decay_link.next) {
+		us_list_del(&d->pipe_decay_link);
+		d->pipe_decay_link.next = d->pipe_decay_link.prev = NULL;
+	}
+}
+
+static void bw_forget(us_domain *d, uint64_t x);
+
 int us__wb_attach(us_object *o)
 {
 	us_engine *e = o->engine;
@@ -52,6 +69,7 @@ int us__wb_attach(us_object *o)
 	us_list_add_tail(&o->domain->wbs, &wb->dom_link);
 	wb->bw = e->init_bw;
 	wb->bw_stamp_ns = us__now(e);
+	us_list_add_tail(&e->wb_samples, &wb->sample_link);
 	wb->nobjects = 1;
 	o->wb = wb;
 	return 0;
@@ -65,10 +83,14 @@ void us__wb_detach(us_object *o)
 	if (--wb->nobjects)
 		return;
 	assert(us_list_empty(&wb->dirty_objs) && !wb->dirty && !wb->writeback && !wb->unstable);
-	for (us_domain *a = wb->domain; a; a = a->parent)
-		a->bw_sum -= min_u64(wb->bw_counted, a->bw_sum);
+	bw_forget(wb->domain, wb->bw_counted);
 	us_list_del(&wb->bk_link);
 	us_list_del(&wb->dom_link);
+	us_list_del(&wb->sample_link);
+	/* Its pipeline leaves its domain's target: no longer sampled, the
+	 * domain comes down from the next update instead. */
+	if (o->domain->pipe_bytes)
+		decay_link(o->engine, o->domain);
 	us__meta_free(o->engine, wb, sizeof(*wb));
 }
 
@@ -79,10 +101,11 @@ void us__wb_detach(us_object *o)
  * is not bounded by the writers' own rate, so a writer held back by a small
  * threshold does not keep the threshold small; and all the contexts of a
  * backend share it, so a context is not paced by how much of the backend it
- * got before (which would feed on itself). Sampled every bw_interval, and as
- * soon as it can be before the first.
+ * got before (which would feed on itself). Sampled with its contexts, every
+ * bw_interval; the first, by the poll, as soon as 10 ms of writes tell it
+ * (until then the pipelines are sized by init_bw).
  */
-static bool link_sample(us_engine *e, us_backend *bk, uint64_t now)
+bool us__link_sample(us_engine *e, us_backend *bk, uint64_t now)
 {
 	uint64_t busy = bk->busy_ns + (bk->writeback ? now - bk->busy_since_ns : 0);
 	uint64_t dt = busy - bk->wbw_busy, dw = bk->written - bk->wbw_written;
@@ -103,10 +126,9 @@ bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
 	uint64_t elapsed, delta;
 	double sample, bw;
 
-	bool link = link_sample(e, wb->backend, now);
-
 	if (now < wb->bw_stamp_ns + e->bw_interval_ns)
-		return link;
+		return false;
+	us__link_sample(e, wb->backend, now);
 	elapsed = now - wb->bw_stamp_ns;
 	delta = wb->cleaned - wb->bw_cleaned;
 	wb->bw_stamp_ns = now;
@@ -169,35 +191,72 @@ void us__commit_latency(us_backend *bk, uint64_t ns)
  * one to two commit latencies C when commits run back to back, so a
  * threshold below about 2 r C stops the writers whatever the backend's
  * speed; throttle.c raises ratio thresholds to keep room for it.
+ *
+ * Each domain keeps the sum of its children's figures (pipe_kids), so that
+ * a poll that sampled recomputes only the chains of the contexts it sampled
+ * and of the domains still coming down (engine->pipe_decay), each by one
+ * step (us__pipe_mark(), us__pipe_update_marked()): O(depth) per domain due,
+ * not the whole tree. A domain that is neither keeps its figure, which a
+ * step would not change (the commit latencies it depends on count at its
+ * contexts' next sample, within bw_interval).
  */
-void us__pipe_update(us_domain *d)
+static double pipe_own(const us_domain *d)
 {
 	struct us_list *pos;
 	double pipe = 0;
+
+	us_list_for_each (pos, &d->wbs) {
+		const struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
+
+		pipe += (double)us__wb_link_rate(wb) * (double)wb->backend->commit_lat_ns / 1e9;
+	}
+	return pipe;
+}
+
+/*
+ * The rates of d's own active contexts, each recorded as counted: the base
+ * of the contexts' shares of the thresholds (throttle.c). Active: writing,
+ * or its unstable data being committed; unstable data left waiting (its
+ * writers gone quiet) takes no share. Kept with the pipelines, as a sum of
+ * d's own and its children's (bw_kids).
+ */
+static uint64_t bw_own(us_domain *d)
+{
+	struct us_list *pos;
 	uint64_t sum = 0;
 
 	us_list_for_each (pos, &d->wbs) {
 		struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
-		uint64_t bw = us__wb_rate(wb);
+		bool active =
+			wb->dirty || wb->writeback ||
+			(wb->unstable && (wb->backend->sync_target || wb->backend->commits_busy));
 
-		pipe += (double)us__wb_link_rate(wb) * (double)wb->backend->commit_lat_ns / 1e9;
-		/* Active: writing, or its unstable data being committed; unstable
-		 * data left waiting (its writers gone quiet) takes no share. */
-		wb->bw_counted = wb->dirty || wb->writeback ||
-						 (wb->unstable && (wb->backend->sync_target ||
-								   wb->backend->commits_busy)) ?
-					 bw :
-					 0;
+		wb->bw_counted = active ? us__wb_rate(wb) : 0;
 		sum = sat_add(sum, wb->bw_counted);
 	}
-	us_list_for_each (pos, &d->children) {
-		us_domain *c = us_container_of(pos, us_domain, sibling);
+	return sum;
+}
 
-		us__pipe_update(c);
-		pipe += (double)c->pipe_bytes;
-		sum = sat_add(sum, c->bw_sum);
+/* Takes x out of d's bw_sum and its ancestors' (a context or a child gone). */
+static void bw_forget(us_domain *d, uint64_t x)
+{
+	for (; d; d = d->parent) {
+		d->bw_sum -= min_u64(x, d->bw_sum);
+		if (d->parent)
+			d->parent->bw_kids -= min_u64(x, d->parent->bw_kids);
 	}
-	d->bw_sum = sum;
+}
+
+double us__pipe_target(const us_domain *d)
+{
+	return pipe_own(d) + (double)d->pipe_kids;
+}
+
+static void pipe_set(us_domain *d, double pipe)
+{
+	us_engine *e = d->engine;
+	double target = pipe;
+
 	/* Up at once, down by an eighth of the difference per update: a
 	 * threshold that dropped under the writers' feet would stop them. */
 	if (pipe < (double)d->pipe_bytes) {
@@ -207,6 +266,77 @@ void us__pipe_update(us_domain *d)
 			us__credit_revoke(d);
 	}
 	d->pipe_bytes = pipe >= 1.8e19 ? UINT64_MAX : (uint64_t)pipe;
+	if ((double)d->pipe_bytes > target)
+		decay_link(e, d);
+	else
+		decay_unlink(d);
+}
+
+void us__pipe_forget(us_domain *d)
+{
+	d->parent->pipe_kids -= d->pipe_bytes;
+	d->parent->bw_kids -= min_u64(d->bw_sum, d->parent->bw_kids);
+	bw_forget(d->parent, d->bw_sum);
+	decay_unlink(d);
+	/* Its parent's target fell: it comes down from the next update. */
+	if (d->pipe_bytes)
+		decay_link(d->engine, d->parent);
+}
+
+void us__pipe_update(us_domain *d)
+{
+	struct us_list *pos;
+	uint64_t kids = 0, bw = 0;
+
+	us_list_for_each (pos, &d->children) {
+		us_domain *c = us_container_of(pos, us_domain, sibling);
+
+		us__pipe_update(c);
+		kids += c->pipe_bytes;
+		bw = sat_add(bw, c->bw_sum);
+	}
+	d->pipe_kids = kids;
+	d->bw_kids = bw;
+	d->bw_sum = sat_add(bw_own(d), bw);
+	pipe_set(d, pipe_own(d) + (double)kids);
+}
+
+void us__pipe_mark(us_domain *d)
+{
+	for (; d && !d->pipe_marked; d = d->parent) {
+		d->pipe_marked = true;
+		if (d->parent) {
+			d->pipe_next = d->parent->pipe_marked_kids;
+			d->parent->pipe_marked_kids = d;
+		}
+	}
+}
+
+static void pipe_update_marked(us_domain *d)
+{
+	while (d->pipe_marked_kids) {
+		us_domain *c = d->pipe_marked_kids;
+		uint64_t old = c->pipe_bytes, old_bw = c->bw_sum;
+
+		d->pipe_marked_kids = c->pipe_next;
+		c->pipe_next = NULL;
+		pipe_update_marked(c);
+		d->pipe_kids += c->pipe_bytes - old; /* modulo 2^64, like the sum */
+		d->bw_kids += c->bw_sum - old_bw;
+	}
+	d->pipe_marked = false;
+	d->bw_sum = sat_add(bw_own(d), d->bw_kids);
+	pipe_set(d, pipe_own(d) + (double)d->pipe_kids);
+}
+
+void us__pipe_update_marked(us_engine *e)
+{
+	struct us_list *pos;
+
+	us_list_for_each (pos, &e->pipe_decay)
+		us__pipe_mark(us_container_of(pos, us_domain, pipe_decay_link));
+	if (e->root->pipe_marked)
+		pipe_update_marked(e->root);
 }
 
 uint64_t us_object_bandwidth(const us_object *o)
