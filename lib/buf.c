@@ -73,6 +73,7 @@ static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 	}
 	pinned_add(o, from, -(int64_t)b->length);
 	pinned_add(o, to, b->length);
+	us__wb_lists(wb);
 	/* New data: newer than every sync running (set before they count). */
 	if (from == US_BUF_CLEAN && to == US_BUF_DIRTY)
 		b->dirty_seq = ++o->engine->dirty_seq;
