@@ -278,6 +278,10 @@ struct us_wb {
 	/* backend->dirty_wbs while dirty (in turn order, poll.c), and
 	 * backend->flight_wbs while writeback (us__wb_lists()). */
 	struct us_list dirty_link, flight_link;
+	/* backend->busy_wbs while it holds pinned data, and until its first
+	 * bandwidth sample after that, by bw_stamp_ns (poll.c). */
+	struct us_list busy_link;
+	bool pinned; /* dirty, writeback or unstable at the last us__wb_lists() */
 	uint64_t nobjects;
 	uint64_t dirty, writeback, unstable;
 	uint64_t cleaned;     /* bytes that left WRITEBACK/UNSTABLE as CLEAN, ever */
@@ -297,6 +301,8 @@ struct us_backend {
 	 * with either (us__wb_lists()). */
 	struct us_list dirty_wbs, flight_wbs;
 	uint64_t nactive;
+	/* Contexts whose bandwidth is sampled (us_wb.busy_link). */
+	struct us_list busy_wbs;
 	uint64_t max_inflight;
 	uint64_t flushed_by_reason[US_REASON_USER + 1];
 	struct us_backend_ops ops;
@@ -447,6 +453,7 @@ struct us_engine {
 	uint64_t reclaim_wait_ns, reclaim_retries;
 	uint64_t next_purge_ns; /* arenas purged after eviction, not before */
 	uint64_t next_expiry_ns;
+	uint64_t pipe_ns; /* the last us__pipe_update() of the poll */
 	uint64_t expire_cutoff_ns; /* dirty before it: expired (when expiring) */
 	bool expiring;
 	uint32_t wb_gen;

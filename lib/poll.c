@@ -174,7 +174,7 @@ static int collect_backend(us_engine *e, us_backend *bk, struct pending ***tail,
 
 int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 {
-	struct us_list *bpos, *wpos;
+	struct us_list *bpos, *wpos, *wnext;
 	uint64_t now, total = 0, next, failed = 0;
 	bool busy = false, sampled = false;
 	int round, rc = 0;
@@ -189,15 +189,35 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 	}
 	us__lock(e);
 	now = us__now(e);
+	/*
+	 * Bandwidth: the contexts that hold pinned data, or did at their last
+	 * sample; an idle one leaves the list after the sample that finds it
+	 * idle (wb.c puts it back when it pins data again, with a new window).
+	 * The pipelines follow a sample, at most every quarter of bw_interval
+	 * (so that contexts sampled at different times do not walk the tree at
+	 * every poll), and every bw_interval while nothing is sampled.
+	 */
 	us_list_for_each (bpos, &e->backends) {
 		us_backend *bk = us_container_of(bpos, us_backend, link);
 
-		us_list_for_each (wpos, &bk->wbs)
-			sampled |=
-				us__wb_sample(e, us_container_of(wpos, struct us_wb, bk_link), now);
+		/* In stamp order: the first one not due ends the walk; one
+		 * sampled is stamped now and goes to the end. */
+		for (wpos = bk->busy_wbs.next; wpos != &bk->busy_wbs; wpos = wnext) {
+			struct us_wb *wb = us_container_of(wpos, struct us_wb, busy_link);
+
+			wnext = wpos->next;
+			if (!us__wb_sample(e, wb, now))
+				break;
+			sampled = true;
+			us_list_del(&wb->busy_link);
+			if (wb->pinned || wb->bw_last)
+				us_list_add_tail(&bk->busy_wbs, &wb->busy_link);
+		}
 	}
-	if (sampled)
+	if (now >= sat_add(e->pipe_ns, sampled ? e->bw_interval_ns / 4 : e->bw_interval_ns)) {
 		us__pipe_update(e->root);
+		e->pipe_ns = now;
+	}
 	/*
 	 * Expiry runs on a fixed grid of writeback_interval, whatever the times
 	 * the host polls at: data expires within one interval of its age. The

@@ -50,6 +50,7 @@ int us__wb_attach(us_object *o)
 	us_list_init(&wb->dirty_objs);
 	us_list_init(&wb->dirty_link);
 	us_list_init(&wb->flight_link);
+	us_list_init(&wb->busy_link);
 	us_list_add_tail(&o->backend->wbs, &wb->bk_link);
 	us_list_add_tail(&o->domain->wbs, &wb->dom_link);
 	wb->bw = e->init_bw;
@@ -68,6 +69,7 @@ void us__wb_detach(us_object *o)
 		return;
 	assert(us_list_empty(&wb->dirty_objs) && !wb->dirty && !wb->writeback && !wb->unstable);
 	assert(us_list_empty(&wb->dirty_link) && us_list_empty(&wb->flight_link));
+	us_list_del(&wb->busy_link);
 	us_list_del(&wb->bk_link);
 	us_list_del(&wb->dom_link);
 	us__meta_free(o->engine, wb, sizeof(*wb));
@@ -78,6 +80,9 @@ void us__wb_detach(us_object *o)
  * and its count of contexts with either, kept as the counters change, so
  * that the poll visits only the contexts that have something to write and
  * counts what is in flight without a walk of every context. A context
+ * with pinned data also joins the list of those whose bandwidth is
+ * sampled, in the order of their samples' stamps; the poll takes it off
+ * after its first idle sample. A context
  * whose dirty data comes back joins the end of the turn order.
  */
 void us__wb_lists(struct us_wb *wb)
@@ -93,6 +98,15 @@ void us__wb_lists(struct us_wb *wb)
 		us_list_add_tail(&bk->flight_wbs, &wb->flight_link);
 	else if (!wb->writeback && !us_list_empty(&wb->flight_link))
 		us_list_del(&wb->flight_link);
+	bool pinned = wb->dirty || wb->writeback || wb->unstable;
+
+	/* Idle to busy: a new bandwidth window starts now (buf.c), so it goes
+	 * to the end of the list, which stays in bw_stamp_ns order. */
+	if (pinned && !wb->pinned) {
+		us_list_del(&wb->busy_link);
+		us_list_add_tail(&bk->busy_wbs, &wb->busy_link);
+	}
+	wb->pinned = pinned;
 	if (was != (wb->dirty || wb->writeback)) {
 		if (was)
 			bk->nactive--;
