@@ -453,7 +453,7 @@ struct us_engine {
 	uint64_t reclaim_wait_ns, reclaim_retries;
 	uint64_t next_purge_ns; /* arenas purged after eviction, not before */
 	uint64_t next_expiry_ns;
-	uint64_t pipe_ns; /* the last us__pipe_update() of the poll */
+	uint64_t pipe_ns;	   /* the last us__pipe_update() of the poll */
 	uint64_t expire_cutoff_ns; /* dirty before it: expired (when expiring) */
 	bool expiring;
 	uint32_t wb_gen;

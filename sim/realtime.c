@@ -192,7 +192,7 @@ struct rt {
 	uint64_t *flushes, *dom_commits;
 	bool *touched;		  /* written since the last commit started */
 	bool *hit_srv, *hit_file; /* scratch of the server thread, of the committer */
-	struct sim_commit cm;	       /* the file: only cm.commits (fdatasyncs) */
+	struct sim_commit cm;	  /* the file: only cm.commits (fdatasyncs) */
 
 	/* The simulated server. */
 	uint64_t busy_until;

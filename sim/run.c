@@ -64,7 +64,7 @@ struct wheap {
 static bool wh_before(const struct wheap *h, int a, int b)
 {
 	return h->w[a].wait_until != h->w[b].wait_until ? h->w[a].wait_until < h->w[b].wait_until :
-							   a < b;
+							  a < b;
 }
 
 static void wh_push(struct wheap *h, int i)

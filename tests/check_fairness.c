@@ -21,11 +21,11 @@
 #define MS  1000000ull
 #define SEC 1000000000ull
 
-#define RUN	 (256ull << 10) /* max_flush_bytes */
-#define RUNS	 8		/* the in-flight cap, in runs */
-#define BW	 (1ull << 30)	/* the backend's link, bytes per second */
+#define RUN	 (256ull << 10)	 /* max_flush_bytes */
+#define RUNS	 8		 /* the in-flight cap, in runs */
+#define BW	 (1ull << 30)	 /* the backend's link, bytes per second */
 #define LAT	 (200 * 1000ull) /* per request, after its transfer */
-#define DOM_MAX	 MIB		/* each domain's max; it writes twice that */
+#define DOM_MAX	 MIB		 /* each domain's max; it writes twice that */
 #define BUF_SIZE K64
 
 struct writer {
