@@ -242,11 +242,70 @@ START_TEST(test_equal_domains)
 }
 END_TEST
 
+/*
+ * The turns themselves: 100 contexts with data past their background
+ * threshold, a cap of 4 runs, every write held until the test completes
+ * it. Each poll fills the cap with one run from each of the next 4
+ * contexts in turn; after 25 polls every context got exactly one run,
+ * and the cap was never passed.
+ */
+START_TEST(test_turns)
+{
+	enum { N = 100, BUFS = 8, RUN_BUFS = 2, CAP_RUNS = 4 };
+	us_engine *e = tu_engine(1ull << 40);
+	us_domain *d[N];
+	us_object *o[N];
+	struct tb t;
+	unsigned i, k, round;
+
+	tb_init(&t, e, true, false); /* holds every write */
+	ck_assert_int_eq(us_engine_set_param(e, US_PARAM_MAX_FLUSH_BYTES, RUN_BUFS * K64), 0);
+	ck_assert_int_eq(us_backend_set_max_inflight(t.backend, CAP_RUNS * RUN_BUFS * K64), 0);
+	for (i = 0; i < N; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "t%u", i);
+		ck_assert_int_eq(us_domain_create(e, NULL, name, 0, &d[i]), 0);
+		ck_assert_int_eq(us_domain_set_limit(d[i], US_LIMIT_DIRTY_BYTES, 64 * K64), 0);
+		ck_assert_int_eq(us_domain_set_limit(d[i], US_LIMIT_DIRTY_BG_BYTES, K64), 0);
+		ck_assert_int_eq(us_object_create(t.backend, d[i], NULL, &o[i]), 0);
+		for (k = 0; k < BUFS; k++) {
+			us_buf *b;
+
+			ck_assert_int_ge(us_buf_get(o[i], k * K64, K64, US_GET_NODATA, &b), 0);
+			ck_assert_int_ge(us_buf_dirty(b, NULL), 0);
+			ck_assert_int_eq(us_buf_put(b), 0);
+		}
+	}
+	for (round = 0; round < N / CAP_RUNS; round++) {
+		struct us_backend_stats bs = { .size = sizeof(bs) };
+		uint64_t next;
+
+		ck_assert_int_eq(us_engine_poll(e, (round + 1) * MS, &next), CAP_RUNS * RUN_BUFS);
+		ck_assert_int_eq(us_backend_stats(t.backend, &bs), 0);
+		ck_assert_uint_eq(bs.writeback_bytes, CAP_RUNS * RUN_BUFS * K64);
+		/* The next contexts in turn, one run each. */
+		for (i = 0; i < N; i++)
+			ck_assert_uint_eq(tu_stats(d[i]).dirty_bytes,
+					  (i < (round + 1) * CAP_RUNS ? BUFS - RUN_BUFS : BUFS) *
+						  K64);
+		tb_complete_all(&t);
+		tu_check(e);
+	}
+	for (i = 0; i < N; i++)
+		ck_assert_int_ge(us_object_flush(o[i], 0, US_UNLIMITED, 0), 0);
+	tb_complete_all(&t);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fairness");
-	TCase *tc = tcase_create("equal-domains");
+	TCase *turns = tcase_create("turns"), *tc = tcase_create("equal-domains");
 
+	tcase_add_test(turns, test_turns);
+	suite_add_tcase(s, turns);
 	tcase_add_loop_test(tc, test_equal_domains, 0, 3);
 	tcase_set_timeout(tc, 300);
 	suite_add_tcase(s, tc);
