@@ -290,7 +290,9 @@ int sim_parse_domain(const char *spec, struct sim_config *c, char *err, size_t l
 {
 	char buf[512], *p = buf, *k, *v;
 	struct sim_domain d, *slot;
+	char name[sizeof(d.name) + 16];
 	int first = 1, count = 0, i;
+	size_t n;
 
 	if (strlen(spec) >= sizeof(buf))
 		return MSG("--domain: too long");
@@ -352,8 +354,6 @@ int sim_parse_domain(const char *spec, struct sim_config *c, char *err, size_t l
 		c->grp = g;
 	}
 	for (i = 1; i <= count; i++) {
-		char name[sizeof(d.name) + 16];
-
 		snprintf(name, sizeof(name), "%s-%d", d.name, i);
 		if (find_domain(c, name) >= 0)
 			return MSG("--domain: '%s' given twice", name);
@@ -367,7 +367,9 @@ int sim_parse_domain(const char *spec, struct sim_config *c, char *err, size_t l
 			return MSG("--domain: out of memory");
 		}
 		*slot = d;
-		snprintf(slot->name, sizeof(slot->name), "%s-%d", d.name, i);
+		n = (size_t)snprintf(name, sizeof(name), "%s-%d", d.name, i);
+		memcpy(slot->name, name, n < sizeof(slot->name) ? n + 1 : sizeof(slot->name));
+		slot->name[sizeof(slot->name) - 1] = '\0';
 		c->ndom++;
 	}
 	c->ngrp++;
