@@ -86,6 +86,7 @@ static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 		if (!bk->writeback)
 			bk->busy_ns += us__now(o->engine) - bk->busy_since_ns;
 	}
+	us__wb_lists(wb);
 	/* New data: newer than every sync running (set before they count). */
 	if (from == US_BUF_CLEAN && to == US_BUF_DIRTY)
 		b->dirty_seq = ++o->engine->dirty_seq;

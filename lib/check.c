@@ -181,8 +181,9 @@ static void check_lru_order(struct ctx *c, us_domain *d)
 			     ch->name);
 	}
 	if (count < 0 || (uint64_t)count != nkids)
-		fail(c, "domain %s: eviction tree of %lld nodes, %llu children with evictable "
-			"buffers (I8)",
+		fail(c,
+		     "domain %s: eviction tree of %lld nodes, %llu children with evictable "
+		     "buffers (I8)",
 		     d->name, (long long)count, (unsigned long long)nkids);
 	if (d->lru_head != d->lru.next && (d->lru_head || !us_list_empty(&d->lru)))
 		fail(c, "domain %s: LRU head moved unseen (I8)", d->name);
@@ -306,7 +307,7 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 	zero_scratch(e->root);
 	us_list_for_each (bpos, &e->backends) {
 		us_backend *bk = us_container_of(bpos, us_backend, link);
-		uint64_t sum[3] = { 0, 0, 0 }, nobj = 0;
+		uint64_t sum[3] = { 0, 0, 0 }, nobj = 0, lists[5] = { 0 };
 		struct us_list *wpos;
 
 		us_list_for_each (wpos, &bk->wbs)
@@ -355,7 +356,21 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 			    wb->chk[4] != ndirty || wb->cleaned < wb->bw_cleaned)
 				fail(&c, "context %p: counters or dirty list do not add up",
 				     (void *)wb);
+			/* The backend's lists of contexts (wb.c, poll.c). */
+			if (!wb->dirty != us_list_empty(&wb->dirty_link) ||
+			    !wb->writeback != us_list_empty(&wb->flight_link))
+				fail(&c, "context %p: wrong on its backend's lists", (void *)wb);
+			lists[0] += wb->dirty > 0;
+			lists[1] += wb->writeback > 0;
+			lists[2] += wb->dirty || wb->writeback;
 		}
+		us_list_for_each (wpos, &bk->dirty_wbs)
+			lists[3] += us_container_of(wpos, struct us_wb, dirty_link)->backend == bk;
+		us_list_for_each (wpos, &bk->flight_wbs)
+			lists[4] += us_container_of(wpos, struct us_wb, flight_link)->backend == bk;
+		if (lists[3] != lists[0] || lists[4] != lists[1] || bk->nactive != lists[2])
+			fail(&c, "backend %p: lists of dirty or in-flight contexts wrong",
+			     (void *)bk);
 		us_list_for_each (opos, &bk->unstable_objs) {
 			us_object *o = us_container_of(opos, us_object, unstable_link);
 

@@ -311,6 +311,9 @@ struct us_wb {
 	struct us_list bk_link;	   /* backend->wbs */
 	struct us_list dom_link;   /* domain->wbs */
 	struct us_list dirty_objs; /* us_object.dirty_link, by dirtied_when */
+	/* backend->dirty_wbs while dirty (in turn order, poll.c), and
+	 * backend->flight_wbs while writeback (us__wb_lists()). */
+	struct us_list dirty_link, flight_link;
 	uint64_t nobjects;
 	uint64_t dirty, writeback, unstable;
 	uint64_t cleaned;	    /* bytes that left WRITEBACK/UNSTABLE as CLEAN, ever */
@@ -327,6 +330,11 @@ struct us_backend {
 	us_engine *engine;
 	struct us_list link;
 	struct us_list wbs;
+	/* Contexts with dirty data, in the order they take their turns
+	 * (poll.c), and those with data in flight; nactive counts the contexts
+	 * with either (us__wb_lists()). */
+	struct us_list dirty_wbs, flight_wbs;
+	uint64_t nactive;
 	uint64_t max_inflight;
 	uint64_t flushed_by_reason[US_REASON_USER + 1];
 	struct us_backend_ops ops;
@@ -601,6 +609,9 @@ static inline void us__wb_restamped(us_engine *e, struct us_wb *wb)
 /* wb.c: writeback contexts and bandwidth. */
 int us__wb_attach(us_object *o);
 void us__wb_detach(us_object *o);
+/* After wb's dirty or writeback bytes changed: its place on its backend's
+ * lists of contexts with dirty data and with data in flight. O(1). */
+void us__wb_lists(struct us_wb *wb);
 bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now);
 void us__commit_latency(us_backend *bk, uint64_t ns);
 uint64_t us__wb_rate(const struct us_wb *wb);

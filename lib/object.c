@@ -31,6 +31,8 @@ int us_backend_create(us_engine *e, const struct us_backend_ops *ops, void *ctx,
 	us_list_init(&bk->objects);
 	us_list_init(&bk->unstable_objs);
 	us_list_init(&bk->wbs);
+	us_list_init(&bk->dirty_wbs);
+	us_list_init(&bk->flight_wbs);
 	bk->max_inflight = 32u << 20;
 	us_list_add_tail(&e->backends, &bk->link);
 	us__unlock(e);

@@ -266,8 +266,9 @@ static uint64_t reclaim_expire_walk(us_engine *e, us_domain *d, uint64_t now, ui
 	if (d->reclaiming)
 		next = sat_add(d->reclaim_last_ns, four);
 	us_list_for_each (pos, &d->children)
-		next = min_u64(next, reclaim_expire_walk(e, us_container_of(pos, us_domain, sibling),
-							 now, four));
+		next = min_u64(next,
+			       reclaim_expire_walk(e, us_container_of(pos, us_domain, sibling), now,
+						   four));
 	return next;
 }
 

@@ -17,12 +17,26 @@
  *     lock; and repeats while that made progress (a flush may complete
  *     synchronously and free budget), at most POLL_ROUNDS times.
  *
- * The in-flight budget of a context is the smaller of the backend's free
- * cap (max_inflight - writeback) and the context's fair share of the cap
- * (max_inflight / active contexts - its own writeback), so one domain with a
- * slow stream of completions cannot take another's share of the backend.
- * When nothing at all is in flight on the backend, one run is always
- * allowed, so a buffer larger than the cap cannot stall.
+ * Shares and turns. A context's share of the backend's in-flight cap is
+ * max_inflight / active contexts, but never less than one run
+ * (max_flush_bytes, or half the cap when that is smaller): with more contexts
+ * than runs fit in the cap, each may have one run in flight and they take
+ * turns. The contexts with dirty data wait on their backend's list
+ * (wb.c) in turn order: the walk starts at its head, a context that got
+ * work goes to the tail, one that had nothing eligible (under its
+ * thresholds, backing off) too, one whose share is in flight keeps its
+ * place; the walk stops when the backend's room is used up. So over time
+ * every backlogged context gets the same service whatever their number,
+ * and a poll costs the contexts it serves, not all of them.
+ *
+ * The room is the cap minus what the contexts hold in flight within their
+ * shares (each counts min(its writeback, its share)): one domain with a
+ * slow stream of completions cannot take another's share of the backend,
+ * and a context that filled more than its share while it was alone keeps
+ * it until its writes complete without shutting the others out. While
+ * every context stays within its share the cap holds. When nothing at all
+ * is in flight on the backend, one run is always allowed, so a buffer
+ * larger than the cap cannot stall.
  *
  * Flushing never stops while a domain is over its thresholds: as long as a
  * context has dirty data and a reason, every poll hands out all the budget
@@ -42,19 +56,23 @@ static uint64_t sub0(uint64_t a, uint64_t b)
 	return a > b ? a - b : 0;
 }
 
-/* Collects this round's work from one writeback context. */
-static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t share, struct pending **list,
-		      uint64_t *nbufs)
+/* Collects up to budget bytes of wb's eligible dirty data, oldest dirtied
+ * object first (at least one buffer when force). Returns the buffers
+ * taken, or a negative errno; *bytes: their bytes; *fits: false when an
+ * eligible object's next buffer did not fit in the budget. */
+static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t budget, bool force,
+		      struct pending ***tail, uint64_t *bytes, bool *fits)
 {
-	us_backend *bk = wb->backend;
 	struct us_list *pos, *next;
-	int why = us__wb_reason(wb);
+	int why = us__wb_reason(wb), taken = 0;
 
+	*bytes = 0;
+	*fits = true;
 	for (pos = wb->dirty_objs.next; pos != &wb->dirty_objs; pos = next) {
 		us_object *o = us_container_of(pos, us_object, dirty_link);
-		uint64_t budget, bytes;
 		enum us_reason reason;
 		struct pending *p;
+		uint64_t got;
 		int rc;
 
 		next = pos->next;
@@ -66,25 +84,17 @@ static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t share, struct pen
 			reason = US_REASON_EXPIRY;
 		else
 			break; /* the list is in dirtied order: nothing older follows */
-		/*
-		 * Its fair share: while every context is within its share the
-		 * shares add up to the cap; a context that took more while it
-		 * was alone keeps it until its writes complete, and cannot
-		 * shut the others out meanwhile.
-		 */
-		budget = sub0(share, wb->writeback);
-		if (budget == 0 && bk->writeback)
-			break;
 		p = us__meta_alloc(e, sizeof(*p));
 		if (!p)
 			return -ENOMEM;
-		rc = us__flush_collect(o, 0, UINT64_MAX, budget, bk->writeback == 0, &p->bt,
-				       &bytes);
+		rc = us__flush_collect(o, 0, UINT64_MAX, budget - *bytes, force && !taken, &p->bt,
+				       &got);
 		if (rc <= 0) {
 			us__meta_free(e, p, sizeof(*p));
 			if (rc < 0)
 				return rc;
-			break; /* no budget for its first run */
+			*fits = false;
+			break; /* no budget for its first buffer */
 		}
 		p->bt.reason = reason;
 		p->next = NULL;
@@ -93,14 +103,71 @@ static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t share, struct pen
 							      US_EV_BG_FLUSHED,
 				 (uint64_t)rc);
 		/* Appended: runs go out in the order they were chosen. */
-		while (*list)
-			list = &(*list)->next;
-		*list = p;
-		*nbufs += (uint64_t)rc;
-		/* The object keeps the rest when the budget ran out: the next
-		 * round or poll resumes from it. */
-		if (o->ndirty)
+		**tail = p;
+		*tail = &p->next;
+		taken += rc;
+		*bytes += got;
+		/* The object keeps the rest when the budget ran out: its
+		 * context's next turn resumes from it. */
+		if (o->ndirty || *bytes >= budget)
 			break;
+	}
+	return taken;
+}
+
+/* Collects this round's work from bk's contexts, in turn (see above). */
+static int collect_backend(us_engine *e, us_backend *bk, struct pending ***tail, uint64_t *nbufs)
+{
+	uint64_t run = e->max_flush_bytes, share, held = 0, room;
+	struct us_list *pos, *next, *last;
+	bool done = false;
+
+	/* One run, but at most half the cap: two contexts can always have
+	 * writes in flight, so one whose writes are stuck never holds the
+	 * whole cap. */
+	if (run == 0 || run > bk->max_inflight / 2)
+		run = bk->max_inflight / 2 ? bk->max_inflight / 2 : 1;
+	share = bk->max_inflight / (bk->nactive ? bk->nactive : 1);
+	if (share < run)
+		share = run;
+	/* What the contexts hold within their shares (a few contexts: at
+	 * most the runs that fit in the cap, and those over their shares). */
+	us_list_for_each (pos, &bk->flight_wbs)
+		held += min_u64(us_container_of(pos, struct us_wb, flight_link)->writeback, share);
+	room = sub0(bk->max_inflight, held);
+
+	/* Each context with dirty data is visited at most once: the walk ends
+	 * with the last one there now, and those moved to the tail come after
+	 * it. Only the context visited can leave the list meanwhile. */
+	last = bk->dirty_wbs.prev;
+	for (pos = bk->dirty_wbs.next; pos != &bk->dirty_wbs && !done; pos = next) {
+		struct us_wb *wb = us_container_of(pos, struct us_wb, dirty_link);
+		uint64_t own = sub0(share, wb->writeback), budget, bytes;
+		bool fits;
+		int rc;
+
+		next = pos->next;
+		done = pos == last;
+		if (room == 0 && bk->writeback)
+			break; /* the backend is full */
+		if (own == 0 && bk->writeback)
+			continue; /* its share is in flight: it keeps its place */
+		budget = min_u64(own, room);
+		rc = collect_wb(e, wb, budget, bk->writeback == 0, tail, &bytes, &fits);
+		if (rc < 0)
+			return rc;
+		*nbufs += (uint64_t)rc;
+		room = sub0(room, bytes);
+		if (rc == 0 && !fits && budget < own)
+			break; /* its next buffer needs more room than is left */
+		if (rc == 0 && !fits)
+			continue; /* needs more than its share: it keeps its place */
+		/* Served, or nothing eligible: its turn is over. A context
+		 * that has no dirty data left has left the list already. */
+		if (!us_list_empty(&wb->dirty_link)) {
+			us_list_del(&wb->dirty_link);
+			us_list_add_tail(&bk->dirty_wbs, &wb->dirty_link);
+		}
 	}
 	return 0;
 }
@@ -140,7 +207,7 @@ static bool sample_due(us_engine *e, uint64_t now)
 
 int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 {
-	struct us_list *bpos, *wpos;
+	struct us_list *bpos;
 	uint64_t now, total = 0, next, failed = 0;
 	bool busy = false, sampled = false;
 	int round, rc = 0;
@@ -172,27 +239,16 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 	}
 
 	for (round = 0; round < POLL_ROUNDS && rc == 0; round++) {
-		struct pending *list = NULL;
+		struct pending *list = NULL, **tail = &list;
 		uint64_t n = 0;
 
 		us_list_for_each (bpos, &e->backends) {
 			us_backend *bk = us_container_of(bpos, us_backend, link);
-			uint64_t active = 0, share;
 
 			if (!bk->dirty)
-				continue; /* nothing to collect: no walk of its contexts */
-			us_list_for_each (wpos, &bk->wbs) {
-				struct us_wb *wb = us_container_of(wpos, struct us_wb, bk_link);
-
-				active += wb->dirty || wb->writeback;
-			}
-			share = bk->max_inflight / (active ? active : 1);
-			us_list_for_each (wpos, &bk->wbs) {
-				struct us_wb *wb = us_container_of(wpos, struct us_wb, bk_link);
-
-				if (wb->dirty && rc == 0)
-					rc = collect_wb(e, wb, share, &list, &n);
-			}
+				continue; /* nothing to collect */
+			if (rc == 0)
+				rc = collect_backend(e, bk, &tail, &n);
 		}
 		us__unlock(e);
 		while (list) {

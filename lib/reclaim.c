@@ -99,13 +99,16 @@ void us__lru_fix(us_domain *d)
 			m = k->key;
 		if (m == d->lru_min)
 			return;
-		if (d->parent && !(d->lru_min && m && tree_rekey(d->parent->lru_kids, d->lru_min, m))) {
+		if (d->parent &&
+		    !(d->lru_min && m && tree_rekey(d->parent->lru_kids, d->lru_min, m))) {
 			if (d->lru_min)
-				d->parent->lru_kids = us__tree_remove(d->parent->lru_kids, d->lru_min);
+				d->parent->lru_kids =
+					us__tree_remove(d->parent->lru_kids, d->lru_min);
 			if (m) {
 				d->lru_node.key = m;
 				d->lru_node.mark = 0;
-				d->parent->lru_kids = us__tree_insert(d->parent->lru_kids, &d->lru_node);
+				d->parent->lru_kids =
+					us__tree_insert(d->parent->lru_kids, &d->lru_node);
 			}
 		}
 		d->lru_min = m;

@@ -65,6 +65,8 @@ int us__wb_attach(us_object *o)
 	wb->backend = o->backend;
 	wb->domain = o->domain;
 	us_list_init(&wb->dirty_objs);
+	us_list_init(&wb->dirty_link);
+	us_list_init(&wb->flight_link);
 	us_list_add_tail(&o->backend->wbs, &wb->bk_link);
 	us_list_add_tail(&o->domain->wbs, &wb->dom_link);
 	wb->bw = e->init_bw;
@@ -84,6 +86,7 @@ void us__wb_detach(us_object *o)
 		return;
 	assert(us_list_empty(&wb->dirty_objs) && !wb->dirty && !wb->writeback && !wb->unstable);
 	bw_forget(wb->domain, wb->bw_counted);
+	assert(us_list_empty(&wb->dirty_link) && us_list_empty(&wb->flight_link));
 	us_list_del(&wb->bk_link);
 	us_list_del(&wb->dom_link);
 	us_list_del(&wb->sample_link);
@@ -119,6 +122,34 @@ bool us__link_sample(us_engine *e, us_backend *bk, uint64_t now)
 	bk->wbw_written = bk->written;
 	bk->wbw_stamp_ns = now;
 	return true;
+}
+
+/*
+ * The backend's lists of contexts with dirty data and with data in flight,
+ * and its count of contexts with either, kept as the counters change, so
+ * that the poll visits only the contexts that have something to write and
+ * counts what is in flight without a walk of every context. A context
+ * whose dirty data comes back joins the end of the turn order.
+ */
+void us__wb_lists(struct us_wb *wb)
+{
+	us_backend *bk = wb->backend;
+	bool was = !us_list_empty(&wb->dirty_link) || !us_list_empty(&wb->flight_link);
+
+	if (wb->dirty && us_list_empty(&wb->dirty_link))
+		us_list_add_tail(&bk->dirty_wbs, &wb->dirty_link);
+	else if (!wb->dirty && !us_list_empty(&wb->dirty_link))
+		us_list_del(&wb->dirty_link);
+	if (wb->writeback && us_list_empty(&wb->flight_link))
+		us_list_add_tail(&bk->flight_wbs, &wb->flight_link);
+	else if (!wb->writeback && !us_list_empty(&wb->flight_link))
+		us_list_del(&wb->flight_link);
+	if (was != (wb->dirty || wb->writeback)) {
+		if (was)
+			bk->nactive--;
+		else
+			bk->nactive++;
+	}
 }
 
 bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)

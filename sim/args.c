@@ -197,14 +197,103 @@ static int size_or_pct(const char *v, uint64_t *bytes, unsigned *pct, char *err,
 	return sim_parse_size(v, bytes, err, len);
 }
 
+/* A count=N: a positive number, at most max. */
+static int parse_count(const char *what, const char *v, long max, int *out, char *err, size_t len)
+{
+	char *e;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &e, 10);
+	if (e == v || *e || errno || n < 1 || n > max)
+		return MSG("%s: count must be between 1 and %ld", what, max);
+	*out = (int)n;
+	return 0;
+}
+
+static int find_group(const struct sim_config *c, const char *name)
+{
+	int i;
+
+	for (i = 0; i < c->ngrp; i++)
+		if (!strcmp(c->grp[i].name, name))
+			return i;
+	return -1;
+}
+
+/* Grows an array of *cap elements of size bytes to hold n + 1. */
+static void *room(void *v, size_t size, int n, int *cap)
+{
+	void *p;
+	int want;
+
+	if (n < *cap)
+		return v;
+	want = *cap ? 2 * *cap : 8;
+	if (want <= n)
+		want = n + 1;
+	p = realloc(v, (size_t)want * size);
+	if (p)
+		*cap = want;
+	return p;
+}
+
+struct sim_domain *sim_config_domain(struct sim_config *c)
+{
+	struct sim_domain *d = room(c->dom, sizeof(*d), c->ndom, &c->dom_cap);
+
+	if (!d)
+		return NULL;
+	c->dom = d;
+	memset(&d[c->ndom], 0, sizeof(*d));
+	return &d[c->ndom];
+}
+
+struct sim_writer *sim_config_writer(struct sim_config *c)
+{
+	struct sim_writer *w = room(c->wr, sizeof(*w), c->nwr, &c->wr_cap);
+
+	if (!w)
+		return NULL;
+	c->wr = w;
+	memset(&w[c->nwr], 0, sizeof(*w));
+	return &w[c->nwr];
+}
+
+int sim_config_reserve(struct sim_config *c, int ndom, int nwr)
+{
+	while (c->dom_cap < ndom) {
+		struct sim_domain *d = room(c->dom, sizeof(*d), c->dom_cap, &c->dom_cap);
+
+		if (!d)
+			return -1;
+		c->dom = d;
+	}
+	while (c->wr_cap < nwr) {
+		struct sim_writer *w = room(c->wr, sizeof(*w), c->wr_cap, &c->wr_cap);
+
+		if (!w)
+			return -1;
+		c->wr = w;
+	}
+	memset(c->dom + c->ndom, 0, (size_t)(c->dom_cap - c->ndom) * sizeof(*c->dom));
+	memset(c->wr + c->nwr, 0, (size_t)(c->wr_cap - c->nwr) * sizeof(*c->wr));
+	return 0;
+}
+
+/*
+ * NAME[,count=N][,parent=NAME][,max=SIZE]...: one domain, or with count=N
+ * the N domains NAME-1 .. NAME-N with the same limits (a writer given NAME
+ * writes in each of them).
+ */
 int sim_parse_domain(const char *spec, struct sim_config *c, char *err, size_t len)
 {
 	char buf[512], *p = buf, *k, *v;
-	struct sim_domain d;
-	int first = 1;
+	struct sim_domain d, *slot;
+	char name[sizeof(d.name) + 16];
+	int first = 1, count = 0, i;
+	size_t n;
 
-	if (c->ndom >= SIM_MAX_DOMAINS)
-		return MSG("--domain: at most %d", SIM_MAX_DOMAINS);
 	if (strlen(spec) >= sizeof(buf))
 		return MSG("--domain: too long");
 	strcpy(buf, spec);
@@ -218,7 +307,7 @@ int sim_parse_domain(const char *spec, struct sim_config *c, char *err, size_t l
 			first = 0;
 			if (v || !*k || strlen(k) >= sizeof(d.name))
 				return MSG("--domain: the first field is the name");
-			if (find_domain(c, k) >= 0)
+			if (find_domain(c, k) >= 0 || find_group(c, k) >= 0)
 				return MSG("--domain: '%s' given twice", k);
 			strcpy(d.name, k);
 			continue;
@@ -230,7 +319,9 @@ int sim_parse_domain(const char *spec, struct sim_config *c, char *err, size_t l
 			if (d.parent < 0)
 				return MSG("--domain %s: parent '%s' is not defined before", d.name,
 					   v);
-		} else if (!strcmp(k, "max"))
+		} else if (!strcmp(k, "count"))
+			rc = parse_count("--domain", v, 1000000, &count, err, len);
+		else if (!strcmp(k, "max"))
 			rc = sim_parse_size(v, &d.max, err, len);
 		else if (!strcmp(k, "high"))
 			rc = sim_parse_size(v, &d.high, err, len);
@@ -245,18 +336,57 @@ int sim_parse_domain(const char *spec, struct sim_config *c, char *err, size_t l
 	}
 	if (first)
 		return MSG("--domain: a name is needed");
-	c->dom[c->ndom++] = d;
+	if (!count) {
+		if (!(slot = sim_config_domain(c)))
+			return MSG("--domain: out of memory");
+		*slot = d;
+		c->ndom++;
+		return 0;
+	}
+	/* The group's names: NAME-1 .. NAME-N, none of them taken. */
+	if (strlen(d.name) + 8 >= sizeof(d.name))
+		return MSG("--domain %s: the name is too long for count=", d.name);
+	{
+		struct sim_group *g = room(c->grp, sizeof(*g), c->ngrp, &c->grp_cap);
+
+		if (!g)
+			return MSG("--domain: out of memory");
+		c->grp = g;
+	}
+	for (i = 1; i <= count; i++) {
+		snprintf(name, sizeof(name), "%s-%d", d.name, i);
+		if (find_domain(c, name) >= 0)
+			return MSG("--domain: '%s' given twice", name);
+	}
+	c->grp[c->ngrp].first = c->ndom;
+	c->grp[c->ngrp].n = count;
+	snprintf(c->grp[c->ngrp].name, sizeof(c->grp[c->ngrp].name), "%s", d.name);
+	for (i = 1; i <= count; i++) {
+		if (!(slot = sim_config_domain(c))) {
+			c->ndom = c->grp[c->ngrp].first; /* none of the group stays */
+			return MSG("--domain: out of memory");
+		}
+		*slot = d;
+		n = (size_t)snprintf(name, sizeof(name), "%s-%d", d.name, i);
+		memcpy(slot->name, name, n < sizeof(slot->name) ? n + 1 : sizeof(slot->name));
+		slot->name[sizeof(slot->name) - 1] = '\0';
+		c->ndom++;
+	}
+	c->ngrp++;
 	return 0;
 }
 
+/*
+ * DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]: one
+ * writer in DOMAIN, or count=N of them; DOMAIN may name a group made by
+ * --domain NAME,count=N: then as many in each of its domains.
+ */
 int sim_parse_writer(const char *spec, struct sim_config *c, char *err, size_t len)
 {
 	char buf[512], *p = buf, *k, *v;
 	struct sim_writer w = { .domain = -1, .bs = 1 << 20 };
-	int first = 1;
+	int first = 1, count = 1, group = -1, ndom = 1, i, j;
 
-	if (c->nwr >= SIM_MAX_WRITERS)
-		return MSG("--writer: at most %d", SIM_MAX_WRITERS);
 	if (strlen(spec) >= sizeof(buf))
 		return MSG("--writer: too long");
 	strcpy(buf, spec);
@@ -268,6 +398,10 @@ int sim_parse_writer(const char *spec, struct sim_config *c, char *err, size_t l
 			if (v)
 				return MSG("--writer: the first field is a domain name");
 			w.domain = find_domain(c, k);
+			if (w.domain < 0 && (group = find_group(c, k)) >= 0) {
+				w.domain = c->grp[group].first;
+				ndom = c->grp[group].n;
+			}
 			if (w.domain < 0)
 				return MSG("--writer: domain '%s' is not defined", k);
 			continue;
@@ -282,6 +416,8 @@ int sim_parse_writer(const char *spec, struct sim_config *c, char *err, size_t l
 			rc = sim_parse_time(v, &w.start_ns, err, len);
 		else if (!strcmp(k, "rate"))
 			rc = sim_parse_rate(v, &w.rate, err, len);
+		else if (!strcmp(k, "count"))
+			rc = parse_count("--writer", v, 1000000, &count, err, len);
 		else
 			return MSG("--writer: unknown key '%s'", k);
 		if (rc)
@@ -293,8 +429,31 @@ int sim_parse_writer(const char *spec, struct sim_config *c, char *err, size_t l
 		return MSG("--writer: bytes=SIZE is needed");
 	if (!w.bs || w.bs > (1ull << 30))
 		return MSG("--writer: bs must be between 1 and 1G");
-	c->wr[c->nwr++] = w;
+	if ((long long)count * ndom > 1000000)
+		return MSG("--writer: at most 1000000 writers at once");
+	for (i = 0; i < ndom; i++)
+		for (j = 0; j < count; j++) {
+			struct sim_writer *slot = sim_config_writer(c);
+
+			if (!slot)
+				return MSG("--writer: out of memory");
+			*slot = w;
+			slot->domain = w.domain + i;
+			c->nwr++;
+		}
 	return 0;
+}
+
+void sim_config_free(struct sim_config *c)
+{
+	free(c->dom);
+	free(c->wr);
+	free(c->grp);
+	c->dom = NULL;
+	c->wr = NULL;
+	c->grp = NULL;
+	c->ndom = c->nwr = c->ngrp = 0;
+	c->dom_cap = c->wr_cap = c->grp_cap = 0;
 }
 
 void sim_config_init(struct sim_config *c)

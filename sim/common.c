@@ -5,6 +5,7 @@
  */
 #include "common.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,6 +149,26 @@ uint64_t sim_commit_next(const struct sim_commit *m)
 	if (m->committing && m->end < t)
 		t = m->end;
 	return t;
+}
+
+int sim_result_alloc(struct sim_result *r, const struct sim_config *c, char *err, size_t len)
+{
+	sim_result_free(r);
+	r->wr = calloc(c->nwr ? (size_t)c->nwr : 1, sizeof(*r->wr));
+	r->dom = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*r->dom));
+	if (!r->wr || !r->dom) {
+		sim_result_free(r);
+		snprintf(err, len, "out of memory for %d writers and %d domains", c->nwr, c->ndom);
+		return -1;
+	}
+	return 0;
+}
+
+void sim_result_free(struct sim_result *r)
+{
+	free(r->wr);
+	free(r->dom);
+	memset(r, 0, sizeof(*r));
 }
 
 void sim_result_fill(struct sim_result *r, const struct sim_config *c, us_domain *const *dom,

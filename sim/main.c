@@ -8,12 +8,16 @@
  *   unstable-sim [--json] [--scenario NAME] [--policy unstable|no-forced-commit|naive]
  *     [--memory SIZE] [--backend bw=RATE,lat=TIME,rpcs=N,rpc=SIZE,
  *        commit-interval=TIME,commit-lat=TIME,journal=SIZE]
- *     [--domain NAME[,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%]
- *        [,dirty=SIZE|PCT%]]... [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME]]...
+ *     [--domain NAME[,count=N][,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%]
+ *        [,dirty=SIZE|PCT%]]...
+ *     [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]]...
  *     [--seed N] [--trace FILE.csv] [--realtime [--backend file:PATH]]
  *
  * Sizes take K/M/G/T (powers of 1024), rates SIZE/s, times ns/us/ms/s. Bad
- * arguments print a message and exit 2. --realtime runs the same scenario
+ * arguments print a message and exit 2. Domains and writers: as many as
+ * memory holds; --domain NAME,count=N makes NAME-1 .. NAME-N alike, and a
+ * --writer naming NAME writes in each of them (count=N on a writer: N
+ * writers each). --realtime runs the same scenario
  * with real threads and memory (realtime.c) against the simulated server in
  * real time or a file.
  */
@@ -32,8 +36,9 @@ static const char *usage =
 	"usage: unstable-sim [--json] [--scenario NAME] [--policy unstable|no-forced-commit|naive]\n"
 	"  [--memory SIZE] [--backend bw=RATE,lat=TIME,rpcs=N,rpc=SIZE,commit-interval=TIME,\n"
 	"     commit-lat=TIME,journal=SIZE]\n"
-	"  [--domain NAME[,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%][,dirty=SIZE|PCT%]]...\n"
-	"  [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE]]... [--seed N]\n"
+	"  [--domain NAME[,count=N][,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%]\n"
+	"     [,dirty=SIZE|PCT%]]...\n"
+	"  [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]]... [--seed N]\n"
 	"  [--trace FILE.csv] [--realtime [--backend file:PATH]]\n"
 	"scenarios: lustre-1 (dd of 128G..1T through 512G), lustre-2 (one dd at 2x, 1x, 0.5x\n"
 	"  memcg limits of 1G..64G), lustre-3 (8 memcgs of 8G, 16G each), lustre-4 (a limited\n"
@@ -44,6 +49,10 @@ static const char *usage =
 	"  apply). Reports peak RSS beside peak charged. It runs --scenario memcg and custom\n"
 	"  --domain/--writer runs whose payload fits in half of the memory; the Lustre scenarios\n"
 	"  (hundreds of GiB) and --trace are virtual time only.\n"
+	"--domain NAME,count=N: the N domains NAME-1 .. NAME-N with the same limits; a --writer\n"
+	"  naming NAME writes in each of them (with count=N, N writers in each). Fairness between\n"
+	"  many equal domains: --domain d,count=1000,max=16M --writer d,bytes=32M (Jain index\n"
+	"  on the last line).\n"
 	"--seed N: the payload pattern of --realtime runs (checked byte for byte at the end);\n"
 	"  the virtual-time model has no randomness, so its runs are the same for every seed.\n";
 
@@ -198,7 +207,7 @@ static int lustre2(enum sim_policy pol, bool json)
 
 	for (t = 0; t < 3; t++) {
 		for (l = 0; l < 4; l++) {
-			struct sim_result r;
+			static struct sim_result r; /* its arrays: reused by the next run */
 			char name[32];
 			uint64_t bw;
 
@@ -245,10 +254,15 @@ static int one_dd(const char *scenario, enum sim_policy pol, bool json, const st
 		  void (*backend)(struct sim_config *), const char *name, uint64_t max,
 		  uint64_t bytes, uint64_t bs, struct sim_result *r, uint64_t *bw)
 {
-	struct sim_config c;
+	static struct sim_config c; /* its arrays: freed by the next call */
 	char err[256];
 
+	sim_config_free(&c);
 	sim_config_init(&c);
+	if (sim_config_reserve(&c, 1, 1)) {
+		fprintf(stderr, "unstable-sim: out of memory\n");
+		return 1;
+	}
 	snprintf(c.scenario, sizeof(c.scenario), "%s", scenario);
 	c.policy = pol;
 	backend(&c);
@@ -288,7 +302,7 @@ static int lustre1(enum sim_policy pol, bool json)
 	static const unsigned sizes[] = { 128, 256, 512, 1024 };
 	static const double unpatched[] = { 2.2, 2.2, 2.1, 2.0 },
 			    patched[] = { 2.2, 2.2, 2.1, 2.0 };
-	struct sim_result r;
+	static struct sim_result r;
 	char buf[4][32];
 	uint64_t bw;
 	int i;
@@ -317,12 +331,17 @@ static int lustre1(enum sim_policy pol, bool json)
 /* Lustre table 3: 8 memcgs of 8G, each with a dd of 16G. */
 static int lustre3(enum sim_policy pol, bool json)
 {
-	struct sim_config c;
-	struct sim_result r;
+	static struct sim_config c;
+	static struct sim_result r;
 	char err[256];
 	int i;
 
+	sim_config_free(&c);
 	sim_config_init(&c);
+	if (sim_config_reserve(&c, 8, 8)) {
+		fprintf(stderr, "unstable-sim: out of memory\n");
+		return 1;
+	}
 	snprintf(c.scenario, sizeof(c.scenario), "lustre-3");
 	c.policy = pol;
 	lustre_backend(&c);
@@ -377,15 +396,20 @@ static int lustre4(enum sim_policy pol, bool json)
 	static const unsigned limits[] = { 1, 4, 16, 32, 64, 128 };
 	static const double seed_a[] = { 1.3, 1.3, 1.4, 1.5, 1.8, 2.1 };
 	static const double seed_b[] = { 2.2, 2.2, 2.2, 2.2, 2.2, 2.1 };
-	struct sim_config c;
-	struct sim_result r;
+	static struct sim_config c;
+	static struct sim_result r;
 	char err[256];
 	double solo = 0, a[6], b[6];
 	bool bad_row[6];
 	int l, pass;
 
 	for (pass = -1; pass < 6; pass++) {
+		sim_config_free(&c);
 		sim_config_init(&c);
+		if (sim_config_reserve(&c, 2, 2)) {
+			fprintf(stderr, "unstable-sim: out of memory\n");
+			return 1;
+		}
 		snprintf(c.scenario, sizeof(c.scenario), "lustre-4");
 		c.policy = pol;
 		lustre_backend(&c);
@@ -464,7 +488,7 @@ static int memcg(enum sim_policy pol, bool json, const struct mode *m)
 	static const uint64_t limits[] = { 5ull << 20, 60ull << 20, 300ull << 20, 2 * GIB };
 	static const char *names[] = { "5M", "60M", "300M", "2G" };
 	static const double seed[] = { 37.5, 34.6, 42.7, 312 };
-	struct sim_result r;
+	static struct sim_result r;
 	char buf[4][32], charged[4][16], rss[4][16], note[sizeof(r.io_note)] = "";
 	uint64_t bw;
 	int i;
@@ -525,8 +549,9 @@ int main(int argc, char **argv)
 						  { "realtime", no_argument, NULL, 'R' },
 						  { "help", no_argument, NULL, 'h' },
 						  { NULL, 0, NULL, 0 } };
-	struct sim_config c;
-	struct sim_result r;
+	/* Static: what they hold stays reachable until the process exits. */
+	static struct sim_config c;
+	static struct sim_result r;
 	const char *scenario = NULL;
 	struct mode m = { false, NULL };
 	bool json = false;

@@ -180,7 +180,7 @@ struct rt {
 	bool file;
 	us_engine *e;
 	us_backend *bk;
-	struct writer w[SIM_MAX_WRITERS];
+	struct writer *w; /* c->nwr */
 	uint64_t t0;
 
 	pthread_mutex_t lock; /* everything below */
@@ -188,9 +188,11 @@ struct rt {
 	bool stop;
 	struct req *q; /* FIFO of requests */
 	size_t head, tail, cap;
-	uint64_t flushes[SIM_MAX_DOMAINS], dom_commits[SIM_MAX_DOMAINS];
-	bool touched[SIM_MAX_DOMAINS]; /* written since the last commit started */
-	struct sim_commit cm;	       /* the file: only cm.commits (fdatasyncs) */
+	/* Per domain (c->ndom of each). */
+	uint64_t *flushes, *dom_commits;
+	bool *touched;		  /* written since the last commit started */
+	bool *hit_srv, *hit_file; /* scratch of the server thread, of the committer */
+	struct sim_commit cm;	  /* the file: only cm.commits (fdatasyncs) */
 
 	/* The simulated server. */
 	uint64_t busy_until;
@@ -330,9 +332,10 @@ static void *srv_main(void *arg)
 		}
 		if (sim_commit_due(&s->cm, now)) {
 			uint64_t txn = s->cm.covers;
-			bool hit[SIM_MAX_DOMAINS] = { false };
+			bool *hit = s->hit_srv;
 			int d;
 
+			memset(hit, 0, (size_t)s->c->ndom * sizeof(*hit));
 			pthread_mutex_unlock(&s->lock);
 			srv_commit_end(s, txn, hit);
 			if (txn)
@@ -554,7 +557,8 @@ static void *file_committer(void *arg)
 
 	pthread_mutex_lock(&s->lock);
 	while (!s->stop) {
-		bool hit[SIM_MAX_DOMAINS];
+		bool *hit = s->hit_file;
+		size_t nd = (size_t)s->c->ndom * sizeof(*hit);
 		uint64_t seq;
 		int d, rc;
 
@@ -564,8 +568,8 @@ static void *file_committer(void *arg)
 		}
 		s->sync_asked = false;
 		seq = s->wseq;
-		memcpy(hit, s->touched, sizeof(hit));
-		memset(s->touched, 0, sizeof(s->touched));
+		memcpy(hit, s->touched, nd);
+		memset(s->touched, 0, nd);
 		s->cm.commits++;
 		pthread_mutex_unlock(&s->lock);
 		rc = fdatasync(s->fd) ? errno : 0;
@@ -580,7 +584,7 @@ static void *file_committer(void *arg)
 			if (!s->io_errno)
 				s->io_errno = rc;
 			s->sync_asked = true;
-			memcpy(s->touched, hit, sizeof(hit));
+			memcpy(s->touched, hit, nd);
 			pthread_mutex_unlock(&s->lock);
 			sleep_until(now_ns() + 100 * MS);
 			pthread_mutex_lock(&s->lock);
@@ -787,15 +791,35 @@ int sim_run_realtime(const struct sim_config *c, const char *file_path, struct s
 	struct us_backend_ops ops = { .size = sizeof(ops) };
 	struct us_engine_options opts;
 	struct rt *s;
-	us_domain *dom[SIM_MAX_DOMAINS];
+	us_domain **dom;
 	uint64_t t1, end = 0;
+	size_t nd = c->ndom ? (size_t)c->ndom : 1;
 	int i, started = 0, rc = 0;
 
-	memset(r, 0, sizeof(*r));
-	if (sim_realtime_check(c, err, len))
+	if (sim_result_alloc(r, c, err, len) || sim_realtime_check(c, err, len))
 		return -1;
 	s = calloc(1, sizeof(*s));
-	if (!s) {
+	dom = calloc(nd, sizeof(*dom));
+	if (s) {
+		s->w = calloc(c->nwr ? (size_t)c->nwr : 1, sizeof(*s->w));
+		s->flushes = calloc(nd, sizeof(*s->flushes));
+		s->dom_commits = calloc(nd, sizeof(*s->dom_commits));
+		s->touched = calloc(nd, sizeof(*s->touched));
+		s->hit_srv = calloc(nd, sizeof(*s->hit_srv));
+		s->hit_file = calloc(nd, sizeof(*s->hit_file));
+	}
+	if (!s || !dom || !s->w || !s->flushes || !s->dom_commits || !s->touched || !s->hit_srv ||
+	    !s->hit_file) {
+		if (s) {
+			free(s->w);
+			free(s->flushes);
+			free(s->dom_commits);
+			free(s->touched);
+			free(s->hit_srv);
+			free(s->hit_file);
+		}
+		free(s);
+		free(dom);
 		snprintf(err, len, "out of memory");
 		return -1;
 	}
@@ -1024,6 +1048,13 @@ out:
 	r->wall_seconds = (double)(t1 - s->t0) / 1e9;
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
+	free(s->w);
+	free(s->flushes);
+	free(s->dom_commits);
+	free(s->touched);
+	free(s->hit_srv);
+	free(s->hit_file);
 	free(s);
+	free(dom);
 	return rc;
 }

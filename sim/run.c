@@ -51,6 +51,60 @@ struct wstate {
 	bool gated, done, blocked;
 };
 
+/*
+ * The writers waiting, by the time they act next (then by index): a binary
+ * min-heap, so that a step costs the writers due, not all of them.
+ */
+struct wheap {
+	int *v;
+	size_t n;
+	const struct wstate *w;
+};
+
+static bool wh_before(const struct wheap *h, int a, int b)
+{
+	return h->w[a].wait_until != h->w[b].wait_until ? h->w[a].wait_until < h->w[b].wait_until :
+							  a < b;
+}
+
+static void wh_push(struct wheap *h, int i)
+{
+	size_t k = h->n++;
+
+	while (k && wh_before(h, i, h->v[(k - 1) / 2])) {
+		h->v[k] = h->v[(k - 1) / 2];
+		k = (k - 1) / 2;
+	}
+	h->v[k] = i;
+}
+
+static int wh_pop(struct wheap *h)
+{
+	int top = h->v[0], last = h->v[--h->n];
+	size_t k = 0;
+
+	for (;;) {
+		size_t c = 2 * k + 1;
+
+		if (c >= h->n)
+			break;
+		if (c + 1 < h->n && wh_before(h, h->v[c + 1], h->v[c]))
+			c++;
+		if (!wh_before(h, h->v[c], last))
+			break;
+		h->v[k] = h->v[c];
+		k = c;
+	}
+	if (h->n)
+		h->v[k] = last;
+	return top;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
 /* The config's domains, with their limits; the same in both modes. */
 int sim_domains_create(us_engine *e, const struct sim_config *c, us_domain **dom, char *err,
 		       size_t len)
@@ -88,29 +142,44 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 {
 	struct us_engine_options opts;
 	struct sim_srv s;
-	struct sim_srv_writer lay[SIM_MAX_WRITERS];
+	struct sim_srv_writer *lay = NULL;
 	us_engine *e = NULL;
-	us_domain *dom[SIM_MAX_DOMAINS];
-	struct wstate w[SIM_MAX_WRITERS];
+	us_domain **dom = NULL;
+	struct wstate *w = NULL;
 	struct timespec t0, t1;
 	uint64_t now = 0, next = 0, next_sample = 0, last_sample = 0;
-	uint64_t last_off[SIM_MAX_WRITERS] = { 0 }, last_pause[SIM_MAX_WRITERS] = { 0 };
+	uint64_t *last_off = NULL, *last_pause = NULL;
+	size_t nw = c->nwr ? (size_t)c->nwr : 1, ndue, j;
+	struct wheap heap = { NULL, 0, NULL };
+	int *due = NULL;
 	FILE *trace = NULL;
 	int i, left, rc = 0;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	memset(r, 0, sizeof(*r));
+	memset(&s, 0, sizeof(s));
+	if (sim_result_alloc(r, c, err, len))
+		return -1;
+	lay = calloc(nw, sizeof(*lay));
+	dom = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*dom));
+	w = calloc(nw, sizeof(*w));
+	last_off = calloc(nw, sizeof(*last_off));
+	last_pause = calloc(nw, sizeof(*last_pause));
+	heap.v = calloc(nw, sizeof(*heap.v));
+	heap.w = w;
+	due = calloc(nw, sizeof(*due));
+	if (!lay || !dom || !w || !last_off || !last_pause || !heap.v || !due) {
+		FAIL("out of memory for %d writers and %d domains", c->nwr, c->ndom);
+		goto out;
+	}
 	if (c->trace) {
 		trace = fopen(c->trace, "w");
 		if (!trace) {
-			snprintf(err, len, "cannot write %s", c->trace);
-			return -1;
+			FAIL("cannot write %s", c->trace);
+			goto out;
 		}
 		fprintf(trace, "time_s,kind,name,dirty,writeback,unstable,charged,bg_thresh,"
 			       "dirty_thresh,rate,pause_ms\n");
 	}
-	memset(&s, 0, sizeof(s));
-	memset(w, 0, sizeof(w));
 	for (i = 0; i < c->nwr; i++)
 		lay[i] = (struct sim_srv_writer){ c->wr[i].bytes, c->wr[i].bs, c->wr[i].domain };
 	us_engine_options_init(&opts);
@@ -125,7 +194,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	if (us_engine_set_param(e, US_PARAM_INIT_BW, c->backend.bw) ||
 	    us_engine_set_param(e, US_PARAM_FORCE_COMMIT, c->policy == SIM_POLICY_UNSTABLE) ||
 	    us_engine_set_param(e, US_PARAM_MAX_FLUSH_BYTES, c->backend.rpc) ||
-	    sim_srv_init(&s, e, &c->backend, lay, c->nwr) ||
+	    sim_srv_init_domains(&s, e, &c->backend, lay, c->nwr, c->ndom) ||
 	    us_backend_set_max_inflight(s.bk, c->backend.rpcs * c->backend.rpc)) {
 		FAIL("cannot set up the backend");
 		goto out;
@@ -141,6 +210,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			goto out;
 		}
 		w[i].wait_until = c->wr[i].start_ns;
+		wh_push(&heap, i);
 	}
 
 	for (left = c->nwr; left;) {
@@ -180,21 +250,18 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 
 		sim_srv_run(&s, now);
 		us_engine_poll(e, now, &next);
-		for (i = 0; i < c->nwr; i++) {
-			struct wstate *x = &w[i];
+		/* The writers due act once each, in the order of their index. */
+		for (ndue = 0; heap.n && w[heap.v[0]].wait_until <= now;)
+			due[ndue++] = wh_pop(&heap);
+		qsort(due, ndue, sizeof(*due), cmp_int);
+		for (j = 0; j < ndue; j++) {
+			struct wstate *x = &w[i = due[j]];
 			const struct sim_writer *cw = &c->wr[i];
 			bool throttled = c->policy == SIM_POLICY_UNSTABLE;
 			uint64_t pause = 0, bs;
 			us_buf *b;
 			int g;
 
-			if (x->done)
-				continue;
-			if (now < x->wait_until) {
-				if (x->wait_until < t)
-					t = x->wait_until;
-				continue;
-			}
 			acted = true;
 			if (x->gated) {
 				g = us_object_balance(x->o, &pause);
@@ -255,15 +322,13 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 				x->wait_until += pause;
 			}
 		}
-		for (i = 0; i < c->ndom; i++) {
-			struct us_domain_stats st = { .size = sizeof(st) };
-
-			us_domain_stats(dom[i], &st);
-			if (c->dom[i].max != UINT64_MAX && st.charged_bytes > c->dom[i].max)
-				r->dom[i].over_max = true;
-		}
+		for (j = 0; j < ndue; j++)
+			if (!w[due[j]].done)
+				wh_push(&heap, due[j]);
 		if (acted)
 			continue;
+		if (heap.n)
+			t = w[heap.v[0]].wait_until;
 		if (sim_srv_next(&s) < t)
 			t = sim_srv_next(&s);
 		if (next > now && next < t)
@@ -314,16 +379,33 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		wr->ratio = wr->throughput / (double)wr->ceiling;
 	}
 	sim_result_fill(r, c, dom, s.bk, s.dom_commits, s.flushes, s.cm.commits);
+	/* Charged above max at some instant: the engine's peak says it. */
+	for (i = 0; i < c->ndom; i++)
+		r->dom[i].over_max =
+			c->dom[i].max != UINT64_MAX && r->dom[i].peak_charged > c->dom[i].max;
 out:
-	for (i = 0; i < c->nwr; i++)
+	for (i = 0; w && i < c->nwr; i++)
 		sim_pauses_free(&w[i].pauses);
 	sim_srv_fini(&s);
+	/* Each writer's object goes with its own buffers first: cheaper than
+	 * the engine's destroy finding the oldest buffer of all domains for
+	 * each of them. One still holding data stays for the engine's. */
+	for (i = 0; e && w && i < c->nwr; i++)
+		if (w[i].o)
+			(void)us_object_destroy(w[i].o);
 	/* The engine may still hold data if the sync could not finish: its
 	 * memory goes with the process. */
 	if (e && us_engine_destroy(e) != 0 && rc == 0)
 		FAIL("the final sync left data behind");
 	if (trace)
 		fclose(trace);
+	free(lay);
+	free(dom);
+	free(w);
+	free(last_off);
+	free(last_pause);
+	free(heap.v);
+	free(due);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	r->wall_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	return rc;

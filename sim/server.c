@@ -31,45 +31,78 @@ uint64_t sim_srv_checksum(int w, uint64_t k, uint32_t gen)
 	return x ? x : 1;
 }
 
-int sim_srv_init(struct sim_srv *s, us_engine *e, const struct sim_backend *b,
-		 const struct sim_srv_writer *w, int nwr)
+int sim_srv_init_domains(struct sim_srv *s, us_engine *e, const struct sim_backend *b,
+			 const struct sim_srv_writer *w, int nwr, int ndom)
 {
 	struct us_backend_ops ops = { .size = sizeof(ops),
 				      .flush = sim_srv_flush,
 				      .sync = sim_srv_sync };
+	size_t nw;
 	int i;
 
 	memset(s, 0, sizeof(*s));
-	if (!e || !b || nwr < 0 || nwr > SIM_MAX_WRITERS || (nwr && !w) || !b->bw ||
-	    !b->commit_interval)
+	if (!e || !b || nwr < 0 || ndom < 0 || (nwr && !w) || !b->bw || !b->commit_interval)
 		return -EINVAL;
+	for (i = 0; i < nwr; i++) {
+		if (!w[i].bs || w[i].domain < 0)
+			return -EINVAL;
+		if (w[i].domain >= ndom)
+			ndom = w[i].domain + 1;
+	}
 	s->b = *b;
 	s->e = e;
-	s->nwr = nwr;
 	sim_commit_init(&s->cm, b, b->commit_interval);
+	nw = nwr ? (size_t)nwr : 1;
+	s->wr = calloc(nw, sizeof(*s->wr));
+	s->nblocks = calloc(nw, sizeof(*s->nblocks));
+	s->gen = calloc(nw, sizeof(*s->gen));
+	s->blk = calloc(nw, sizeof(*s->blk));
+	s->flushes = calloc(ndom ? (size_t)ndom : 1, sizeof(*s->flushes));
+	s->dom_commits = calloc(ndom ? (size_t)ndom : 1, sizeof(*s->dom_commits));
+	s->hit_gen = calloc(ndom ? (size_t)ndom : 1, sizeof(*s->hit_gen));
+	if (!s->wr || !s->nblocks || !s->gen || !s->blk || !s->flushes || !s->dom_commits ||
+	    !s->hit_gen)
+		return -ENOMEM;
+	s->ndom = ndom;
 	for (i = 0; i < nwr; i++) {
-		if (!w[i].bs || w[i].domain < 0 || w[i].domain >= SIM_MAX_DOMAINS)
-			return -EINVAL;
 		s->wr[i] = w[i];
 		s->nblocks[i] = (w[i].bytes + w[i].bs - 1) / w[i].bs;
 		s->gen[i] = calloc(s->nblocks[i] ? s->nblocks[i] : 1, sizeof(*s->gen[i]));
 		s->blk[i] = calloc(s->nblocks[i] ? s->nblocks[i] : 1, sizeof(*s->blk[i]));
+		s->nwr = i + 1; /* what sim_srv_fini() frees */
 		if (!s->gen[i] || !s->blk[i])
 			return -ENOMEM;
 	}
 	return us_backend_create(e, &ops, s, &s->bk);
 }
 
+int sim_srv_init(struct sim_srv *s, us_engine *e, const struct sim_backend *b,
+		 const struct sim_srv_writer *w, int nwr)
+{
+	return sim_srv_init_domains(s, e, b, w, nwr, 0);
+}
+
 void sim_srv_fini(struct sim_srv *s)
 {
 	int i;
 
-	for (i = 0; i < SIM_MAX_WRITERS; i++) {
+	for (i = 0; i < s->nwr; i++) {
 		free(s->gen[i]);
 		free(s->blk[i]);
-		s->gen[i] = NULL;
-		s->blk[i] = NULL;
 	}
+	free(s->wr);
+	free(s->nblocks);
+	free(s->gen);
+	free(s->blk);
+	free(s->flushes);
+	free(s->dom_commits);
+	free(s->hit_gen);
+	s->wr = NULL;
+	s->nblocks = NULL;
+	s->gen = NULL;
+	s->blk = NULL;
+	s->flushes = s->dom_commits = s->hit_gen = NULL;
+	s->nwr = s->ndom = 0;
 	while (s->head < s->tail)
 		free(s->q[s->head++].bufs);
 	free(s->q);
@@ -142,21 +175,24 @@ uint64_t sim_srv_next(const struct sim_srv *s)
  * durable, with the checksum that write carried. */
 static void end_commit(struct sim_srv *s)
 {
-	bool hit[SIM_MAX_DOMAINS] = { false };
 	const struct sim_landed *l;
-	int d;
+	uint64_t gen = s->cm.commits; /* this commit's number: never 0 */
 
 	sim_commit_end(&s->cm);
 	while ((l = sim_landq_pop(&s->land, s->cm.covers))) {
 		struct sim_srv_block *b = &s->blk[l->writer][l->k];
 
 		if (b->txn == l->txn) {
+			int d = s->wr[l->writer].domain;
+
 			b->durable = b->sum;
-			hit[s->wr[l->writer].domain] = true;
+			/* Each domain counts the commit once. */
+			if (s->hit_gen[d] != gen) {
+				s->hit_gen[d] = gen;
+				s->dom_commits[d]++;
+			}
 		}
 	}
-	for (d = 0; d < SIM_MAX_DOMAINS; d++)
-		s->dom_commits[d] += hit[d];
 	if (s->cm.covers)
 		us_backend_commit_done(s->bk, s->cm.covers);
 }

@@ -39,7 +39,7 @@
 /* A writer's data, as the server lays it out. */
 struct sim_srv_writer {
 	uint64_t bytes, bs; /* its size and block size */
-	int domain;	    /* index of its domain, < SIM_MAX_DOMAINS */
+	int domain;	    /* index of its domain, < the server's ndom */
 };
 
 /* What the server holds of one block. */
@@ -62,11 +62,12 @@ struct sim_srv {
 	struct sim_backend b;
 	us_engine *e;
 	us_backend *bk;
-	int nwr;
-	struct sim_srv_writer wr[SIM_MAX_WRITERS];
-	uint64_t nblocks[SIM_MAX_WRITERS];
-	uint32_t *gen[SIM_MAX_WRITERS];		    /* the writer's side: per block */
-	struct sim_srv_block *blk[SIM_MAX_WRITERS]; /* the server's side */
+	int nwr, ndom;
+	/* Per writer (nwr of each). */
+	struct sim_srv_writer *wr;
+	uint64_t *nblocks;
+	uint32_t **gen;		    /* the writer's side: per block */
+	struct sim_srv_block **blk; /* the server's side */
 
 	struct sim_srv_req *q; /* FIFO */
 	size_t head, tail, cap;
@@ -75,19 +76,24 @@ struct sim_srv {
 	uint64_t busy_until;
 	struct sim_commit cm; /* its transactions and commits */
 
-	/* Counts (commits started: cm.commits). */
-	uint64_t flushes[SIM_MAX_DOMAINS];     /* flush calls, per domain */
-	uint64_t dom_commits[SIM_MAX_DOMAINS]; /* commits that made its data durable */
+	/* Counts (commits started: cm.commits), per domain (ndom of each). */
+	uint64_t *flushes;     /* flush calls */
+	uint64_t *dom_commits; /* commits that made its data durable */
+	uint64_t *hit_gen;     /* end_commit(): the commit that last hit it */
 };
 
 /*
  * Sets s up as the server of engine e, with backend b's figures and nwr
- * writers laid out as w says, and creates its us_backend (s->bk: flush and
- * sync callbacks, ctx s). The first periodic commit is at commit_interval.
- * 0, or a negative errno (nothing to undo but sim_srv_fini()).
+ * writers laid out as w says (their domains: 0 .. ndom - 1, ndom taken as
+ * the highest domain of a writer + 1 when smaller), and creates its
+ * us_backend (s->bk: flush and sync callbacks, ctx s). The first periodic
+ * commit is at commit_interval. 0, or a negative errno (nothing to undo
+ * but sim_srv_fini()).
  */
 int sim_srv_init(struct sim_srv *s, us_engine *e, const struct sim_backend *b,
 		 const struct sim_srv_writer *w, int nwr);
+int sim_srv_init_domains(struct sim_srv *s, us_engine *e, const struct sim_backend *b,
+			 const struct sim_srv_writer *w, int nwr, int ndom);
 
 /* Frees the server's memory (the us_backend goes with its engine). */
 void sim_srv_fini(struct sim_srv *s);

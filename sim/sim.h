@@ -15,9 +15,7 @@
 
 #include <unstable/unstable.h>
 
-#define SIM_MAX_DOMAINS 64
-#define SIM_COPY_RATE	(8ull << 30) /* a writer's own copying, bytes per second */
-#define SIM_MAX_WRITERS 64
+#define SIM_COPY_RATE (8ull << 30) /* a writer's own copying, bytes per second */
 
 enum sim_policy {
 	SIM_POLICY_UNSTABLE = 0,	 /* the library: throttling and forced commits */
@@ -49,15 +47,28 @@ struct sim_writer {
 	uint64_t rate; /* the writer's own speed (its copying), bytes/s; 0: SIM_COPY_RATE */
 };
 
+/* Domains made by one --domain NAME,count=N: NAME-1 .. NAME-N. */
+struct sim_group {
+	char name[64];
+	int first, n; /* indices in dom[] */
+};
+
+/*
+ * The run's domains and writers, as many as memory holds: the arrays grow
+ * as they are added (sim_config_domain(), sim_config_writer());
+ * sim_config_free() frees them.
+ */
 struct sim_config {
 	char scenario[64];
 	enum sim_policy policy;
 	uint64_t memory;
 	struct sim_backend backend;
-	struct sim_domain dom[SIM_MAX_DOMAINS];
-	int ndom;
-	struct sim_writer wr[SIM_MAX_WRITERS];
-	int nwr;
+	struct sim_domain *dom;
+	int ndom, dom_cap;
+	struct sim_writer *wr;
+	int nwr, wr_cap;
+	struct sim_group *grp;
+	int ngrp, grp_cap;
 	uint64_t seed;
 	const char *trace;	 /* CSV time series to write, or NULL */
 	uint64_t trace_every_ns; /* its sampling period (default 100 ms) */
@@ -75,9 +86,11 @@ struct sim_domain_result {
 	bool over_max; /* charged passed max at some step */
 };
 
+/* Per writer and per domain of the config, allocated by the run
+ * (sim_result_alloc()); sim_result_free() frees them. */
 struct sim_result {
-	struct sim_writer_result wr[SIM_MAX_WRITERS];
-	struct sim_domain_result dom[SIM_MAX_DOMAINS];
+	struct sim_writer_result *wr;
+	struct sim_domain_result *dom;
 	uint64_t end_ns, server_commits, commits_asked;
 	double jain, wall_seconds;
 	/* Real time only (sim_run_realtime()). */
@@ -95,7 +108,23 @@ int sim_parse_rate(const char *s, uint64_t *out, char *err, size_t len);
 int sim_parse_backend(const char *s, struct sim_backend *b, char *err, size_t len);
 int sim_parse_domain(const char *s, struct sim_config *c, char *err, size_t len);
 int sim_parse_writer(const char *s, struct sim_config *c, char *err, size_t len);
+/* The defaults, with no domain and no writer. */
 void sim_config_init(struct sim_config *c);
+/* Frees c's arrays; c is empty again (sim_config_init() to reuse it). */
+void sim_config_free(struct sim_config *c);
+/* Room for one more domain or writer: its zeroed entry, or NULL without
+ * memory. The caller fills it in, then counts it (ndom++, nwr++). */
+struct sim_domain *sim_config_domain(struct sim_config *c);
+struct sim_writer *sim_config_writer(struct sim_config *c);
+/* Room for ndom domains and nwr writers in all, the entries past ndom and
+ * nwr zeroed, for a caller that fills them in directly: 0, or -1. */
+int sim_config_reserve(struct sim_config *c, int ndom, int nwr);
+
+/* Zeroes r (freeing the arrays of a previous run: r must start zeroed) and
+ * gives it an entry per writer and per domain of c: 0, or -1 with a
+ * message. The runs call it. */
+int sim_result_alloc(struct sim_result *r, const struct sim_config *c, char *err, size_t len);
+void sim_result_free(struct sim_result *r);
 
 /* The simulation (run.c): 0, or -1 with a message (setup failed). */
 int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t len);

@@ -85,6 +85,28 @@ START_TEST(test_specs)
 	ck_assert_int_eq(sim_parse_writer("zz,bytes=1G", &c, err, sizeof(err)), -1);
 	ck_assert_int_eq(sim_parse_writer("a,bs=1M", &c, err, sizeof(err)), -1); /* no bytes */
 	ck_assert_int_eq(c.nwr, 1);
+	/* count=: as many domains and writers as asked, past the old cap of 64. */
+	ck_assert_int_eq(sim_parse_domain("g,count=1000,parent=p,max=16M", &c, err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(c.ndom, 1002);
+	ck_assert_str_eq(c.dom[2].name, "g-1");
+	ck_assert_str_eq(c.dom[1001].name, "g-1000");
+	ck_assert_int_eq(c.dom[1001].parent, 0);
+	ck_assert_uint_eq(c.dom[1001].max, 16 * MIB);
+	ck_assert_int_eq(sim_parse_domain("g-7", &c, err, sizeof(err)), -1); /* taken */
+	ck_assert_int_eq(sim_parse_domain("g", &c, err, sizeof(err)), -1);
+	ck_assert_int_eq(sim_parse_domain("h,count=0", &c, err, sizeof(err)), -1);
+	ck_assert_int_eq(sim_parse_writer("g,bytes=32M,count=2", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(c.nwr, 2001);
+	ck_assert_int_eq(c.wr[1].domain, 2);
+	ck_assert_int_eq(c.wr[2].domain, 2);
+	ck_assert_int_eq(c.wr[2000].domain, 1001);
+	ck_assert_int_eq(sim_parse_writer("g-5,bytes=1M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(c.wr[2001].domain, 6);
+	ck_assert_int_eq(sim_parse_writer("a,bytes=1M,count=-1", &c, err, sizeof(err)), -1);
+	ck_assert_int_eq(c.nwr, 2002);
+	sim_config_free(&c);
+	ck_assert_int_eq(c.ndom + c.nwr, 0);
 }
 END_TEST
 
@@ -464,7 +486,7 @@ END_TEST
 START_TEST(test_short_runs)
 {
 	struct sim_config c;
-	struct sim_result r;
+	struct sim_result r = { 0 };
 	char err[128];
 
 	sim_config_init(&c);
@@ -504,6 +526,8 @@ START_TEST(test_short_runs)
 	ck_assert_uint_lt(r.wr[0].bytes, 96 * MIB);
 	ck_assert_uint_eq(r.wr[0].lost_bytes + r.wr[1].lost_bytes, 0);
 	ck_assert(!r.dom[0].over_max);
+	sim_result_free(&r);
+	sim_config_free(&c);
 }
 END_TEST
 
@@ -534,7 +558,7 @@ START_TEST(test_seed_kinds)
 {
 	const uint64_t G = 16 * MIB; /* a scaled "gigabyte" */
 	struct sim_config c;
-	struct sim_result r;
+	struct sim_result r = { 0 };
 	char err[128];
 	int i;
 
@@ -547,6 +571,7 @@ START_TEST(test_seed_kinds)
 	invariants(&c, &r);
 
 	/* table 3: 8 domains, fairness */
+	sim_config_free(&c);
 	sim_config_init(&c);
 	c.backend.bw = 400 * MIB;
 	for (i = 0; i < 8; i++) {
@@ -563,6 +588,7 @@ START_TEST(test_seed_kinds)
 	ck_assert(r.jain > 0.99);
 
 	/* table 4: the unlimited writer keeps its pace */
+	sim_config_free(&c);
 	sim_config_init(&c);
 	c.backend.bw = 400 * MIB;
 	ck_assert_int_eq(sim_parse_domain("B", &c, err, sizeof(err)), 0);
@@ -576,6 +602,7 @@ START_TEST(test_seed_kinds)
 	ck_assert(r.wr[0].ratio > 0.97);
 
 	/* memcg: a 5M limit on a 40 MB/s disk */
+	sim_config_free(&c);
 	sim_config_init(&c);
 	ck_assert_int_eq(sim_parse_backend("bw=40M/s,lat=1ms,rpcs=8,rpc=1M,commit-interval=5s,"
 					   "commit-lat=20ms,journal=128M",
@@ -585,6 +612,8 @@ START_TEST(test_seed_kinds)
 	ck_assert_int_eq(sim_parse_writer("c,bytes=64M,bs=64K", &c, err, sizeof(err)), 0);
 	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
 	invariants(&c, &r);
+	sim_result_free(&r);
+	sim_config_free(&c);
 }
 END_TEST
 
@@ -625,7 +654,7 @@ static void realtime_invariants(const struct sim_config *c, const struct sim_res
 START_TEST(test_realtime_sim)
 {
 	struct sim_config c;
-	struct sim_result r;
+	struct sim_result r = { 0 };
 	char err[128];
 
 	/* Two writers in two domains: 256 KiB blocks, and odd-sized ones. */
@@ -643,13 +672,15 @@ START_TEST(test_realtime_sim)
 	ck_assert_int_eq(sim_run_realtime(&c, NULL, &r, err, sizeof(err)), 0);
 	ck_assert_uint_eq(r.wr[0].lost_bytes + r.wr[1].lost_bytes, 0);
 	ck_assert(!r.dom[0].over_max && !r.dom[1].over_max);
+	sim_result_free(&r);
+	sim_config_free(&c);
 }
 END_TEST
 
 START_TEST(test_realtime_file)
 {
 	struct sim_config c;
-	struct sim_result r;
+	struct sim_result r = { 0 };
 	char err[128], dir[] = "rt-file-XXXXXX", path[64];
 	uint64_t bytes;
 
@@ -665,6 +696,7 @@ START_TEST(test_realtime_file)
 		r.wr[0].throughput / MIB, (double)r.peak_charged / MIB, (double)r.peak_rss / MIB,
 		r.io_note);
 	/* Two writers, one with odd-sized blocks: the page cache for all. */
+	sim_config_free(&c);
 	realtime_config(&c, "ab");
 	ck_assert_int_eq(sim_run_realtime(&c, path, &r, err, sizeof(err)), 0);
 	realtime_invariants(&c, &r);
@@ -676,6 +708,8 @@ START_TEST(test_realtime_file)
 	/* An unusable path is an error, not a crash. */
 	ck_assert_int_eq(sim_run_realtime(&c, "/nonexistent/dir/file", &r, err, sizeof(err)), -1);
 	ck_assert_ptr_nonnull(strstr(err, "cannot open"));
+	sim_result_free(&r);
+	sim_config_free(&c);
 }
 END_TEST
 

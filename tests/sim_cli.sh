@@ -73,5 +73,25 @@ case $out in
 	;;
 esac
 rm -rf "$dir"
+# Any number of domains and writers (issue 12): count= replicates them.
+expect 2 --domain d,count=0 --writer d,bytes=1M
+expect 2 --domain d,count=x --writer d,bytes=1M
+expect 2 --domain d,count=2 --domain d-2 --writer d,bytes=1M
+expect 2 --domain d,count=2 --writer e,bytes=1M
+expect 2 --domain d --writer d,bytes=1M,count=0
+expect 0 --domain d,count=100,max=4M --writer d,bytes=8M,count=2
+# 1,000 equal domains writing twice their max at once, more than the 64 the
+# simulator once took: every writer is there, nothing lost, and they share
+# the backend fairly (Jain's index of their throughput >= 0.99).
+out=$("$sim" --domain d,count=1000,max=16M --writer d,bytes=32M) || out="exit $?: $out"
+writers=$(printf '%s\n' "$out" | grep -c '^writer .*ENOMEM 0, .*lost 0 bytes$')
+jain=$(printf '%s\n' "$out" | sed -n 's/^Jain index \([0-9.]*\);.*/\1/p')
+if [ "$writers" -ne 1000 ] || [ -z "$jain" ] ||
+	! awk -v j="$jain" 'BEGIN { exit !(j >= 0.99) }'; then
+	echo "FAIL: 1,000 domains: $writers writers without ENOMEM or loss, Jain '$jain'"
+	fail=1
+else
+	echo "1,000 domains: Jain $jain"
+fi
 [ "$fail" -eq 0 ] && echo "sim_cli: all passed"
 exit $fail
