@@ -192,14 +192,22 @@ uint64_t us__wb_rate(const struct us_wb *wb)
 }
 
 /*
- * The rate data goes out at, for the pipeline and for pacing writers: the
- * link's once measured, else the clean-out rate. Commits clean in batches,
- * so over a 200 ms sample the clean-out rate swings between 0 and many
- * times the link's; the link's does not, and bounds it in the long run.
+ * The rate a context's data goes out at, for its pipeline and for pacing its
+ * writers: its part of the link's rate once measured (the link's divided
+ * among the contexts writing to it), else of the clean-out rate. Commits clean in batches, so over a
+ * 200 ms sample the clean-out rate swings between 0 and many times the
+ * link's; the link's does not, and bounds it in the long run.
  */
 uint64_t us__wb_link_rate(const struct us_wb *wb)
 {
-	return wb->backend->wbw ? wb->backend->wbw : us__wb_rate(wb);
+	const us_backend *bk = wb->backend;
+	uint64_t n = bk->nactive > 1 ? bk->nactive : 1;
+
+	/* Its part of the link while several contexts write to it (dirty
+	 * data or writes in flight): their turns share it (poll.c). Before
+	 * the link is measured, the clean-out rate (init_bw at first) is
+	 * shared alike. */
+	return (bk->wbw ? bk->wbw : us__wb_rate(wb)) / n;
 }
 
 void us__commit_latency(us_backend *bk, uint64_t ns)
