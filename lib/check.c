@@ -45,7 +45,7 @@ static void zero_scratch(us_domain *d)
 }
 
 struct objsum {
-	uint64_t nbufs, nlru, ndirty, nunstable;
+	uint64_t nbufs, nlru, ndirty, nunstable, pinned;
 	uint64_t prev_end;
 	bool have_prev;
 };
@@ -79,6 +79,8 @@ static void check_bufs(struct ctx *c, us_object *o, struct us_tnode *t, struct o
 	s->nlru += b->on_lru;
 	s->ndirty += b->state == US_BUF_DIRTY;
 	s->nunstable += b->state == US_BUF_UNSTABLE;
+	if (b->state != US_BUF_CLEAN)
+		s->pinned += b->length;
 	o->domain->chk.charged += b->length;
 	o->domain->chk.buffers++;
 	if (b->on_lru)
@@ -119,6 +121,9 @@ static void check_object(struct ctx *c, us_object *o)
 		fail(c, "object %p: lru/dirty counts %llu/%llu, recorded %llu/%llu", (void *)o,
 		     (unsigned long long)s.nlru, (unsigned long long)s.ndirty,
 		     (unsigned long long)o->nlru, (unsigned long long)o->ndirty);
+	if (s.pinned != o->pinned)
+		fail(c, "object %p: %llu bytes pinned, recorded %llu", (void *)o,
+		     (unsigned long long)s.pinned, (unsigned long long)o->pinned);
 	us_list_for_each (pos, &o->unstable) {
 		us_buf *b = us_container_of(pos, us_buf, link);
 

@@ -631,6 +631,10 @@ void us__pipe_forget(us_domain *d);
 /* throttle.c */
 /* The thresholds of d now (domain.c). */
 void us__domain_thresholds(const us_domain *d, uint64_t *bg, uint64_t *dirty);
+/* The longest wait worth taking for o's pipeline to move: its context's
+ * dirty and writeback bytes at the link's rate plus a commit latency, or
+ * until the commit in flight ends if sooner (min_pause..max_pause). */
+uint64_t us__pipeline_pause(const us_object *o);
 /* The pause for a writer of o that dirtied bytes; -EAGAIN at the limit. */
 int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake);
 /* tcache.c: writer caches. us__tcache_get() takes the engine lock itself:

@@ -292,6 +292,10 @@ void us__commit_policy(us_engine *e, uint64_t now)
 		us_backend *bk = us_container_of(bpos, us_backend, link);
 
 		sync_retire(bk, now);
+		/* A sync in flight covers every object, and a backend backing
+		 * off is asked nothing: no object needs its reason computed. */
+		if (bk->sync_target || now < bk->commit_retry_ns)
+			continue;
 		us_list_for_each (opos, &bk->unstable_objs) {
 			us_object *o = us_container_of(opos, us_object, unstable_link);
 			int why;

@@ -378,6 +378,27 @@ void us__high_penalty(us_object *o, struct us_list *victims)
 }
 
 /*
+ * The shortest pause returned: min_pause, but no more than a sixteenth of
+ * the backend's commit latency per context writing to it (at least 1 ms).
+ * Near a limit that commits keep free, pinned data falls by a batch every
+ * commit latency: pauses of min_pause against a 20 ms commit would let a
+ * writer that has the link to itself miss half of them; writers that share
+ * it get their turns less often, and wake less often.
+ */
+static uint64_t min_pause(const us_object *o)
+{
+	const us_backend *bk = o->backend;
+	uint64_t c = bk->commit_lat_ns / 16;
+
+	if (!bk->commit_lat_ns)
+		return o->engine->min_pause_ns;
+	if (bk->nactive > 1)
+		c = c > o->engine->min_pause_ns / bk->nactive ? o->engine->min_pause_ns :
+								c * bk->nactive;
+	return min64(o->engine->min_pause_ns, c < US_MSEC ? US_MSEC : c);
+}
+
+/*
  * The longest pause worth taking: the time the writer's context needs to
  * clear what it has in its pipeline (its dirty and writeback bytes at the
  * link's rate, then one commit latency), or until the commit in flight is
@@ -387,22 +408,7 @@ void us__high_penalty(us_object *o, struct us_list *victims)
  * batch when a commit completes: a writer paused for max_pause would sleep
  * through several commits with its share of the limit free.
  */
-/*
- * The shortest pause returned: min_pause, but no more than a sixteenth of
- * the backend's commit latency (at least 1 ms). Near a limit that commits
- * keep free, pinned data falls by a batch every commit latency: pauses of
- * min_pause against a 20 ms commit would let the writer miss half of them.
- */
-static uint64_t min_pause(const us_object *o)
-{
-	uint64_t c = o->backend->commit_lat_ns / 16;
-
-	if (!o->backend->commit_lat_ns)
-		return o->engine->min_pause_ns;
-	return min64(o->engine->min_pause_ns, c < US_MSEC ? US_MSEC : c);
-}
-
-static uint64_t pipeline_pause(const us_object *o)
+uint64_t us__pipeline_pause(const us_object *o)
 {
 	const struct us_wb *wb = o->wb;
 	us_engine *e = o->engine;
@@ -440,14 +446,17 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 	if (wake)
 		*wake = t.bg;
 	if (t.over) {
-		/* Wait for about the time it takes to clean this much, or a tick. */
+		/* Wait for about the time it takes to clean this much, or a
+		 * tick; but not past the end of the commit in flight, which
+		 * frees a batch (us__pipeline_pause()). */
 		pause = full_rate_pause(e, bytes ? bytes : 1, (double)bw);
 		if (pause < min_pause(o))
 			pause = min_pause(o);
-		if (pause < US_MSEC) /* a wait, not a spin on the lock */
-			pause = US_MSEC;
 		if (pause > e->max_pause_ns)
 			pause = e->max_pause_ns;
+		pause = min64(pause, us__pipeline_pause(o));
+		if (pause < US_MSEC) /* a wait, not a spin on the lock */
+			pause = US_MSEC;
 		o->pause_debt_ns = 0;
 		us__domain_event(o->domain, US_EV_OVER_LIMIT, 1);
 		*pause_ns = pause;
@@ -465,7 +474,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		*pause_ns = 0;
 		return 0;
 	}
-	pause = min64(o->pause_debt_ns, pipeline_pause(o));
+	pause = min64(o->pause_debt_ns, us__pipeline_pause(o));
 	o->pause_debt_ns = 0;
 	account_pause(o->domain, pause);
 	*pause_ns = pause;
