@@ -536,6 +536,53 @@ START_TEST(test_slow_commits)
 }
 END_TEST
 
+/*
+ * The time budget: a server that never answers. With writes in flight the
+ * charge waits, but not past US_PARAM_RECLAIM_TIMEOUT_NS without progress.
+ */
+START_TEST(test_reclaim_timeout)
+{
+	us_engine *e = tu_engine(GIB);
+	uint64_t v, off = 0, retry, t0;
+	struct tb t;
+	us_domain *d;
+	us_object *o;
+	us_buf *b;
+	int rc;
+
+	ck_assert_int_eq(us_engine_get_param(e, US_PARAM_RECLAIM_TIMEOUT_NS, &v), 0);
+	ck_assert_uint_eq(v, 60 * SEC);
+	ck_assert_int_eq(us_engine_set_param(e, US_PARAM_RECLAIM_TIMEOUT_NS, 0), -EINVAL);
+	ck_assert_int_eq(us_engine_set_param(e, US_PARAM_RECLAIM_TIMEOUT_NS, 5 * SEC), 0);
+	ck_assert_int_eq(us_domain_create(e, NULL, "d", 0, &d), 0);
+	ck_assert_int_eq(us_domain_set_limit(d, US_LIMIT_MAX, MIB), 0);
+	tb_init(&t, e, false, true); /* TB_HOLD: writes never complete */
+	ck_assert_int_eq(us_object_create(t.backend, d, NULL, &o), 0);
+	while ((rc = us_buf_get(o, off, 64 * KIB, US_GET_NODATA | US_GET_NOWAIT, &b)) == 1) {
+		ck_assert_int_ge(us_buf_dirty(b, &v), 0);
+		ck_assert_int_eq(us_buf_put(b), 0);
+		off += 64 * KIB;
+	}
+	ck_assert_int_eq(rc, -EAGAIN);
+	t0 = us_engine_now(e);
+	while ((rc = us_object_reclaim(o, 64 * KIB, &retry)) == -EAGAIN) {
+		ck_assert_uint_lt(us_engine_now(e) - t0, 10 * SEC);
+		ck_assert_int_eq(us_engine_clock_advance(e, retry), 0);
+		ck_assert_int_ge(us_engine_poll(e, 0, NULL), 0);
+	}
+	ck_assert_int_eq(rc, -ENOMEM);
+	ck_assert_uint_ge(us_engine_now(e) - t0, 5 * SEC);
+	ck_assert_uint_lt(us_engine_now(e) - t0, 5 * SEC + 200 * MS);
+	ck_assert_uint_gt(tu_stats(d).writeback_bytes, 0); /* nothing lost */
+	tb_complete_all(&t);
+	while (us_object_flush(o, 0, US_UNLIMITED, 0) > 0 || t.npending)
+		tb_complete_all(&t);
+	tu_check(e);
+	ck_assert_int_eq(us_object_destroy(o), 0);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* 8. A fast backend beside a slow one.                                      */
 
@@ -623,6 +670,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_dirty_ratio_zero);
 	tcase_add_test(tc, test_pipeline_sweep);
 	tcase_add_test(tc, test_slow_commits);
+	tcase_add_test(tc, test_reclaim_timeout);
 	tcase_add_test(tc, test_fast_beside_slow);
 	suite_add_tcase(s, tc);
 	return s;

@@ -1005,6 +1005,7 @@ static void op_set_param(struct fz *f)
 		{ US_PARAM_MAX_COMMITS, { 1, 2, 4, 100 } },
 		{ US_PARAM_RECLAIM_WAIT_NS, { 1, 1000000, 100000000, 1000000000 } },
 		{ US_PARAM_RECLAIM_RETRIES, { 1, 2, 16, 1000 } },
+		{ US_PARAM_RECLAIM_TIMEOUT_NS, { 1000000, 100000000, 60000000000ull, UINT64_MAX } },
 	};
 	unsigned a = u8(f) % (sizeof(params) / sizeof(params[0])), b = u8(f) % 4;
 	uint64_t got;
