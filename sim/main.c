@@ -535,7 +535,7 @@ static int lustre4(enum sim_policy pol, bool json)
 
 			marked |= opt;
 			snprintf(ca, sizeof(ca), "%.1f / %5.2f%s", seed_a[l], a[l] / 1e9,
-				 bad_row[l] ? "!" : opt ? "*" : "");
+				 bad_row[l] ? "!" : opt ? "*" : " ");
 		}
 		printf("%-10u %18s %11.1f / %4.2f %13.3f\n", limits[l], ca, seed_b[l], b[l] / 1e9,
 		       solo > 0 ? b[l] / solo : 0);
