@@ -265,7 +265,7 @@ static int lustre2(enum sim_policy pol, bool json)
 				return 1;
 			ours[t][l] = r.wr[0].throughput / 1e9;
 			worst_note(&worst, r.wr[0].max_stall_ns, name);
-			enomem[t][l] = r.wr[0].enomem;
+			enomem[t][l] = r.wr[0].enomem ? 1 : r.wr[0].oom ? 2 : 0; /* 2: OOM */
 			lost[t][l] = r.wr[0].lost_bytes;
 			peak_over[t][l] =
 				r.dom[0].peak_charged > limits[l] * GIB || r.dom[0].over_max;
@@ -284,7 +284,8 @@ static int lustre2(enum sim_policy pol, bool json)
 		printf("%-14s", rows[t]);
 		for (l = 0; l < 4; l++) {
 			if (enomem[t][l])
-				printf("  %5.1f / ENOMEM", seed[t][l]);
+				printf("  %5.1f / %6s", seed[t][l],
+				       enomem[t][l] == 2 ? "OOM" : "ENOMEM");
 			else {
 				bool opt = optimistic(seed[t][l], ours[t][l]);
 
@@ -437,8 +438,8 @@ static int lustre3(enum sim_policy pol, bool json)
 	for (i = 0; i < 8; i++) {
 		char ours[48];
 
-		if (r.wr[i].enomem)
-			snprintf(ours, sizeof(ours), "ENOMEM");
+		if (r.wr[i].enomem || r.wr[i].oom)
+			snprintf(ours, sizeof(ours), r.wr[i].oom ? "OOM" : "ENOMEM");
 		else
 			snprintf(ours, sizeof(ours), "%.2f s, %.2f GB/s%s", r.wr[i].done_ns / 1e9,
 				 r.wr[i].throughput / 1e9,
@@ -514,7 +515,7 @@ static int lustre4(enum sim_policy pol, bool json)
 			continue;
 		}
 		b[pass] = r.wr[0].throughput;
-		a[pass] = r.wr[1].enomem ? -1 : r.wr[1].throughput;
+		a[pass] = r.wr[1].enomem ? -1 : r.wr[1].oom ? -2 : r.wr[1].throughput;
 		bad_row[pass] = r.wr[0].lost_bytes || r.wr[1].lost_bytes || r.dom[1].over_max;
 	}
 	progress_done();
@@ -529,7 +530,7 @@ static int lustre4(enum sim_policy pol, bool json)
 		char ca[24];
 
 		if (a[l] < 0)
-			snprintf(ca, sizeof(ca), "%.1f / ENOMEM", seed_a[l]);
+			snprintf(ca, sizeof(ca), "%.1f / %s", seed_a[l], a[l] < -1 ? "OOM" : "ENOMEM");
 		else {
 			bool opt = optimistic(seed_a[l], a[l] / 1e9);
 
