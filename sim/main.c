@@ -81,10 +81,10 @@ static int run(const struct sim_config *c, const struct mode *m, struct sim_resu
 
 static const char *policy_name(enum sim_policy p)
 {
-	return p == SIM_POLICY_UNSTABLE		? "unstable" :
-	       p == SIM_POLICY_NAIVE		? "naive" :
+	return p == SIM_POLICY_UNSTABLE	       ? "unstable" :
+	       p == SIM_POLICY_NAIVE	       ? "naive" :
 	       p == SIM_POLICY_NO_RECLAIM_WAIT ? "no-reclaim-wait" :
-						  "no-forced-commit";
+						 "no-forced-commit";
 }
 
 /* A progress line on long runs, for a person at a terminal only. */
@@ -146,9 +146,9 @@ static int bad(const char *msg)
  * wrote / (bw x run time); 0 when not measured (real time). */
 static double utilisation(const struct sim_config *c, const struct sim_result *r)
 {
-	return r->run_ns && c->backend.bw ?
-		       (double)r->backend_bytes / ((double)c->backend.bw * (double)r->run_ns / 1e9) :
-		       0;
+	return r->run_ns && c->backend.bw ? (double)r->backend_bytes / ((double)c->backend.bw *
+									(double)r->run_ns / 1e9) :
+					    0;
 }
 
 static void json_run(const struct sim_config *c, const struct sim_result *r, const struct mode *m)
@@ -292,8 +292,8 @@ static int lustre2(enum sim_policy pol, bool json)
 				marked |= opt;
 				printf("  %5.1f / %5.2f%s", seed[t][l], ours[t][l],
 				       lost[t][l] || peak_over[t][l] ? "!" :
-				       opt			      ? "*" :
-									" ");
+				       opt			     ? "*" :
+								       " ");
 			}
 		}
 		printf("\n");
@@ -530,13 +530,16 @@ static int lustre4(enum sim_policy pol, bool json)
 		char ca[24];
 
 		if (a[l] < 0)
-			snprintf(ca, sizeof(ca), "%.1f / %s", seed_a[l], a[l] < -1 ? "OOM" : "ENOMEM");
+			snprintf(ca, sizeof(ca), "%.1f / %s", seed_a[l],
+				 a[l] < -1 ? "OOM" : "ENOMEM");
 		else {
 			bool opt = optimistic(seed_a[l], a[l] / 1e9);
 
 			marked |= opt;
 			snprintf(ca, sizeof(ca), "%.1f / %5.2f%s", seed_a[l], a[l] / 1e9,
-				 bad_row[l] ? "!" : opt ? "*" : " ");
+				 bad_row[l] ? "!" :
+				 opt	    ? "*" :
+					      " ");
 		}
 		printf("%-10u %18s %11.1f / %4.2f %13.3f\n", limits[l], ca, seed_b[l], b[l] / 1e9,
 		       solo > 0 ? b[l] / solo : 0);
@@ -620,7 +623,8 @@ static int memcg(enum sim_policy pol, bool json, const struct mode *m)
 	if (!m->realtime) {
 		printf("(backend 40 MB/s; ours: dd's own rate, virtual time; a 2G limit holds the "
 		       "whole copy in memory%s)\n",
-		       unpatched ? "; no-reclaim-wait: the unpatched kernel's reclaim, README" : "");
+		       unpatched ? "; no-reclaim-wait: the unpatched kernel's reclaim, README" :
+				   "");
 		worst_print(&worst);
 		return 0;
 	}
@@ -730,7 +734,8 @@ int main(int argc, char **argv)
 	if (m.file && !m.realtime)
 		return bad("--backend file:PATH runs in real time: add --realtime");
 	if (m.realtime && c.policy == SIM_POLICY_NO_RECLAIM_WAIT)
-		return bad("--policy no-reclaim-wait is for virtual time only, not with --realtime");
+		return bad(
+			"--policy no-reclaim-wait is for virtual time only, not with --realtime");
 	if (m.realtime && c.trace)
 		return bad("--trace is for virtual time only, not with --realtime");
 	if (m.realtime && scenario && strcmp(scenario, "memcg"))
@@ -773,8 +778,8 @@ int main(int argc, char **argv)
 		       "%llu, ENOMEM %llu, OOM %llu, max pause %.1f ms, p99 %.1f ms, max stall "
 		       "%.1f ms, lost %llu bytes\n",
 		       i, c.dom[c.wr[i].domain].name, (unsigned long long)r.wr[i].bytes,
-		       (double)r.wr[i].done_ns / 1e9, r.wr[i].throughput / 1e6,
-		       100 * r.wr[i].ratio, (double)r.wr[i].ceiling / 1e6,
+		       (double)r.wr[i].done_ns / 1e9, r.wr[i].throughput / 1e6, 100 * r.wr[i].ratio,
+		       (double)r.wr[i].ceiling / 1e6,
 		       (unsigned long long)r.dom[c.wr[i].domain].peak_charged,
 		       (unsigned long long)r.wr[i].enomem, (unsigned long long)r.wr[i].oom,
 		       (double)r.wr[i].max_pause_ns / 1e6, (double)r.wr[i].p99_pause_ns / 1e6,
@@ -795,7 +800,8 @@ int main(int argc, char **argv)
 	if (!m.realtime)
 		printf("backend: %.1f MB/s, %.1f %% used over the run (%.3f s, final sync "
 		       "included)\n",
-		       (double)c.backend.bw / 1e6, 100 * utilisation(&c, &r), (double)r.run_ns / 1e9);
+		       (double)c.backend.bw / 1e6, 100 * utilisation(&c, &r),
+		       (double)r.run_ns / 1e9);
 	printf("Jain index %.4f; %llu commits asked, %llu server commits; %.2f s %s\n", r.jain,
 	       (unsigned long long)r.commits_asked, (unsigned long long)r.server_commits,
 	       r.wall_seconds, m.realtime ? "in all" : "of CPU");

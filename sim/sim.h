@@ -85,7 +85,7 @@ struct sim_writer_result {
 	 * copy and the dirtying of the next (pauses and memory waits), or up
 	 * to the ENOMEM or OOM that stopped it. Measured by the simulator. */
 	uint64_t max_stall_ns;
-	uint64_t oom; /* no-reclaim-wait: stopped as the OOM killer would */
+	uint64_t oom;		  /* no-reclaim-wait: stopped as the OOM killer would */
 	uint64_t ceiling;	  /* min(its share of the backend bw, its own speed) */
 	double throughput, ratio; /* ratio = throughput / ceiling */
 };

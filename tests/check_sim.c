@@ -813,10 +813,11 @@ START_TEST(test_no_reclaim_wait)
 	for (i = 0; i < 2; i++) {
 		sim_config_init(&c);
 		c.memory = 4ull << 30;
-		ck_assert_int_eq(sim_parse_backend("bw=40M/s,lat=1ms,rpcs=8,rpc=1M,"
-						   "commit-interval=5s,commit-lat=20ms,journal=128M",
-						   &c.backend, err, sizeof(err)),
-				 0);
+		ck_assert_int_eq(
+			sim_parse_backend("bw=40M/s,lat=1ms,rpcs=8,rpc=1M,"
+					  "commit-interval=5s,commit-lat=20ms,journal=128M",
+					  &c.backend, err, sizeof(err)),
+			0);
 		snprintf(spec, sizeof(spec), "a,max=%s", limits[i]);
 		ck_assert_int_eq(sim_parse_domain(spec, &c, err, sizeof(err)), 0);
 		ck_assert_int_eq(sim_parse_writer("a,bytes=100M,bs=64K", &c, err, sizeof(err)), 0);
