@@ -39,12 +39,13 @@ function load(p,    line, n, f) {
 		parse(line, f)
 		if (f["kind"] == "writer") {
 			n++
-			tp[p, n] = f["throughput"]; ratio[p, n] = f["ratio"]
+			tp[p, n] = f["throughput"]; ratio[p, n] = f["ratio_to_ceiling"]
 			enomem[p, n] = f["enomem"]; p99[p, n] = f["p99_pause_ms"]
 			maxp[p, n] = f["max_pause_ms"]; lost[p, n] = f["lost_bytes"]
+			stall[p, n] = f["max_stall_ms"]
 			peak[p, n] = f["peak_charged"]; limit[p, n] = f["limit"]
 			scen[p, n] = f["scenario"]; dom[p, n] = f["domain"]; bytes[p, n] = f["bytes"]
-			ceil_[p, n] = f["backend_bw"]
+			ceil_[p, n] = f["ceiling"]
 		} else if (f["kind"] == "domain") {
 			if (f["max"] > 0 && f["peak_charged"] > f["max"]) over[p]++
 		} else if (f["kind"] == "summary" && f["scenario"] == "lustre-3") {
@@ -55,8 +56,8 @@ function load(p,    line, n, f) {
 }
 BEGIN {
 	n = load("unstable"); load("no-forced-commit"); load("naive")
-	print "| scenario | domain | limit | bytes | ours MB/s | ratio | peak charged | ENOMEM | lost | p99 / max pause ms | naive MB/s | naive p99 / max ms | no-forced-commit MB/s |"
-	print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	print "| scenario | domain | limit | bytes | ours MB/s | ratio to ceiling | peak charged | ENOMEM | lost | p99 / max pause ms | max stall ms | naive MB/s | naive p99 / max ms | no-forced-commit MB/s |"
+	print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for (i = 1; i <= n; i++) {
 		u = "unstable"
 		miss = ""
@@ -68,11 +69,12 @@ BEGIN {
 		nf = (enomem["no-forced-commit", i] > 0) ? "ENOMEM" : sprintf("%.0f", tp["no-forced-commit", i] / 1e6)
 		nv = (enomem["naive", i] > 0) ? "ENOMEM" : sprintf("%.0f", tp["naive", i] / 1e6)
 		nvp = (enomem["naive", i] > 0) ? "-" : sprintf("%.1f / %.1f", p99["naive", i], maxp["naive", i])
-		printf "| %s | %s | %s | %s | %.0f | %.3f%s | %s | %d | %d | %.1f / %.1f | %s | %s | %s |\n",
+		if (stall[u, i] > worst) { worst = stall[u, i]; worstw = scen[u, i] " " dom[u, i] }
+		printf "| %s | %s | %s | %s | %.0f | %.3f%s | %s | %d | %d | %.1f / %.1f | %.1f | %s | %s | %s |\n",
 			scen[u, i], dom[u, i], size(limit[u, i]), size(bytes[u, i]), tp[u, i] / 1e6,
 			ratio[u, i], miss, size(peak[u, i]), enomem[u, i], lost[u, i], p99[u, i], maxp[u, i],
-			nv, nvp, nf
+			stall[u, i], nv, nvp, nf
 	}
-	printf "\n%d writer rows (policy unstable): %d with ENOMEM, lost bytes or a charge over its limit; %d Lustre rows below a ratio of 0.95; Lustre table 3 Jain index %.4f; %d domains over their max.\n",
-		n, bad + 0, below + 0, jain["unstable"], over["unstable"] + 0
+	printf "\n%d writer rows (policy unstable): %d with ENOMEM, lost bytes or a charge over its limit; %d Lustre rows below a ratio to ceiling of 0.95; Lustre table 3 Jain index %.4f; %d domains over their max; longest stall %.1f ms (%s).\n",
+		n, bad + 0, below + 0, jain["unstable"], over["unstable"] + 0, worst + 0, worstw
 }'

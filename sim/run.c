@@ -27,7 +27,22 @@
  * whose kernel did not count its unstable pages as dirty). Under naive, the
  * writer is what a client writes by hand: no throttling curve and no
  * background writeback; when its cache is full it flushes everything, asks
- * for a commit and waits (the wait counts as its pause).
+ * for a commit and waits (the wait counts as its pause). Under
+ * no-reclaim-wait the host is the Linux kernel before its memcg reclaim
+ * waited for writeback (the memcg seed): dirty throttling is not per domain
+ * (only the root's thresholds, from --memory, hold the writer), and a charge
+ * that finds its domain full reclaims what it can free at once; when what
+ * holds the domain is only dirty data (a memcg's reclaim may not write it:
+ * it wakes the flushers) and data under writeback (which it does not wait
+ * for), with nothing evictable and nothing unstable (for ext3 data written
+ * back is clean, and the engine frees it at the commit it forces), the
+ * writer is OOM-killed: it stops, with an OOM counted.
+ *
+ * A writer's time ends when its last block was copied: copying a block
+ * takes bs / rate, rounded up to the nanosecond, so that no writer reports
+ * more than its copy rate. Its stalls are the times without progress:
+ * from the end of one block's copy to the dirtying of the next, and from
+ * the last progress to an ENOMEM or OOM.
  */
 #define _GNU_SOURCE 1
 #include "server.h"
@@ -48,6 +63,8 @@ struct wstate {
 	uint64_t off, wait_until, done_ns, enomem;
 	struct sim_pauses pauses;
 	uint64_t blocked_since; /* naive: full since then */
+	uint64_t progress_ns;	/* its last block's copy ended then (start: its start) */
+	uint64_t max_stall, oom;
 	bool gated, done, blocked;
 };
 
@@ -100,6 +117,33 @@ static int wh_pop(struct wheap *h)
 	return top;
 }
 
+/* Copying bs bytes at rate bytes/s: ns, rounded up. */
+static uint64_t copy_ns(uint64_t bs, uint64_t rate)
+{
+	uint64_t ns = (uint64_t)((double)bs * SEC / (double)rate);
+
+	while ((double)ns * (double)rate < (double)bs * SEC)
+		ns++;
+	return ns;
+}
+
+/* A writer made no progress from its last progress until now. */
+static void stall_end(struct wstate *x, uint64_t now)
+{
+	if (now > x->progress_ns && now - x->progress_ns > x->max_stall)
+		x->max_stall = now - x->progress_ns;
+}
+
+/* no-reclaim-wait: what holds domain d is only dirty data and data under
+ * writeback, which a pre-fix memcg reclaim could neither write nor wait for. */
+static bool only_writeback(const us_domain *d)
+{
+	struct us_domain_stats st = { .size = sizeof(st) };
+
+	return us_domain_stats(d, &st) == 0 && !st.evictable_bytes && !st.unstable_bytes &&
+	       st.dirty_bytes + st.writeback_bytes > 0;
+}
+
 static int cmp_int(const void *a, const void *b)
 {
 	return *(const int *)a - *(const int *)b;
@@ -116,8 +160,9 @@ int sim_domains_create(us_engine *e, const struct sim_config *c, us_domain **dom
 		us_domain *p = d->parent >= 0 ? dom[d->parent] : NULL;
 
 		if (us_domain_create(e, p, d->name, 0, &dom[i]) ||
-		    /* naive: no curve, no background writeback */
-		    (c->policy == SIM_POLICY_NAIVE &&
+		    /* naive: no curve, no background writeback; no-reclaim-wait:
+		     * no throttling per domain, only the root's */
+		    ((c->policy == SIM_POLICY_NAIVE || c->policy == SIM_POLICY_NO_RECLAIM_WAIT) &&
 		     (us_domain_set_limit(dom[i], US_LIMIT_DIRTY_RATIO, 100) ||
 		      us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_RATIO, 99))) ||
 		    (d->max != UINT64_MAX && us_domain_set_limit(dom[i], US_LIMIT_MAX, d->max)) ||
@@ -209,7 +254,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			FAIL("cannot create writer %d", i);
 			goto out;
 		}
-		w[i].wait_until = c->wr[i].start_ns;
+		w[i].wait_until = w[i].progress_ns = c->wr[i].start_ns;
 		wh_push(&heap, i);
 	}
 
@@ -258,7 +303,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			struct wstate *x = &w[i = due[j]];
 			const struct sim_writer *cw = &c->wr[i];
 			bool throttled = c->policy == SIM_POLICY_UNSTABLE;
-			uint64_t pause = 0, bs;
+			uint64_t pause = 0, bs, copy;
 			us_buf *b;
 			int g;
 
@@ -287,8 +332,23 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 					us_object_commit(x->o);
 				}
 				us_object_reclaim(x->o, bs, &pause);
-				x->wait_until = now + (pause ? pause : MS);
-				continue;
+				if (c->policy == SIM_POLICY_NO_RECLAIM_WAIT) {
+					/* What reclaim freed at once, then no waiting. */
+					g = us_buf_get(x->o, x->off, bs,
+						       US_GET_NODATA | US_GET_NOWAIT, &b);
+					if (g == -EAGAIN && only_writeback(dom[cw->domain])) {
+						x->oom++;
+						stall_end(x, now);
+						x->done = true;
+						x->done_ns = now;
+						left--;
+						continue;
+					}
+				}
+				if (g == -EAGAIN) {
+					x->wait_until = now + (pause ? pause : MS);
+					continue;
+				}
 			}
 			if (x->blocked && g >= 0) {
 				x->blocked = false;
@@ -296,6 +356,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			}
 			if (g < 0) {
 				x->enomem += g == -ENOMEM;
+				stall_end(x, now);
 				x->done = true;
 				x->done_ns = now;
 				left--;
@@ -306,13 +367,14 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			g = us_buf_dirty(b, &pause);
 			us_buf_put(b);
 			x->off += bs;
-			/* The copy itself, at the writer's own speed. */
-			x->wait_until =
-				now + (uint64_t)((double)bs * SEC /
-						 (double)(cw->rate ? cw->rate : SIM_COPY_RATE));
+			stall_end(x, now);
+			/* The copy itself, at the writer's own speed: its time
+			 * ends when the copy does. */
+			copy = copy_ns(bs, cw->rate ? cw->rate : SIM_COPY_RATE);
+			x->wait_until = x->progress_ns = now + copy;
 			if (x->off >= cw->bytes) {
 				x->done = true;
-				x->done_ns = now;
+				x->done_ns = now + copy;
 				left--;
 			}
 			last_pause[i] = pause;
@@ -339,11 +401,16 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			t = now + MS;
 		now = t;
 	}
+	/* The writers' end: the last one's last copy. */
 	r->end_ns = now;
+	for (i = 0; i < c->nwr; i++)
+		if (w[i].done_ns > r->end_ns)
+			r->end_ns = w[i].done_ns;
 
 	/* The final sync: everything written must reach the server, durably. */
 	{
 		us_sync *y;
+		uint64_t sync_end = now;
 		int k;
 
 		if (us_domain_sync_start(us_engine_root(e), NULL, NULL, &y) == 0) {
@@ -352,6 +419,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 
 				sim_srv_run(&s, now);
 				us_engine_poll(e, now, &next);
+				sync_end = now; /* the last poll: it may have ended the sync */
 				t = sim_srv_next(&s);
 				if (next > now && next < t)
 					t = next;
@@ -359,6 +427,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			}
 			us_sync_free(y);
 		}
+		r->run_ns = sync_end > r->end_ns ? sync_end : r->end_ns;
 	}
 
 	for (i = 0; i < c->nwr; i++) {
@@ -369,6 +438,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		wr->enomem = w[i].enomem;
 		wr->max_pause_ns = w[i].pauses.max;
 		wr->p99_pause_ns = sim_pauses_p99(&w[i].pauses);
+		wr->max_stall_ns = w[i].max_stall;
+		wr->oom = w[i].oom;
 		/* Measured: the blocks not at the server as last written. */
 		wr->lost_bytes = sim_srv_lost_bytes(&s, i, w[i].off);
 		wr->throughput = wr->done_ns ? (double)wr->bytes / ((double)wr->done_ns / SEC) : 0;
@@ -379,6 +450,13 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		wr->ratio = wr->throughput / (double)wr->ceiling;
 	}
 	sim_result_fill(r, c, dom, s.bk, s.dom_commits, s.flushes, s.cm.commits);
+	{
+		struct us_backend_stats bst = { .size = sizeof(bst) };
+
+		/* The backend's part: what it wrote over the whole run. */
+		if (us_backend_stats(s.bk, &bst) == 0)
+			r->backend_bytes = bst.flush_bytes;
+	}
 	/* Charged above max at some instant: the engine's peak says it. */
 	for (i = 0; i < c->ndom; i++)
 		r->dom[i].over_max =

@@ -21,6 +21,10 @@ enum sim_policy {
 	SIM_POLICY_UNSTABLE = 0,	 /* the library: throttling and forced commits */
 	SIM_POLICY_NO_FORCED_COMMIT = 1, /* the unpatched client */
 	SIM_POLICY_NAIVE = 2,		 /* by hand: no curve; when full, flush all and commit */
+	/* The Linux kernel before memcg reclaim waited for writeback (the memcg
+	 * seed): dirty throttling not per domain, and reclaim that finds only
+	 * dirty data and data under writeback fails at once (run.c). */
+	SIM_POLICY_NO_RECLAIM_WAIT = 3,
 };
 
 struct sim_backend {
@@ -75,7 +79,13 @@ struct sim_config {
 };
 
 struct sim_writer_result {
+	/* done_ns: until its last block was copied (its copy time included). */
 	uint64_t bytes, done_ns, enomem, max_pause_ns, p99_pause_ns, lost_bytes;
+	/* The longest time without progress: between the end of one block's
+	 * copy and the dirtying of the next (pauses and memory waits), or up
+	 * to the ENOMEM or OOM that stopped it. Measured by the simulator. */
+	uint64_t max_stall_ns;
+	uint64_t oom;		  /* no-reclaim-wait: stopped as the OOM killer would */
 	uint64_t ceiling;	  /* min(its share of the backend bw, its own speed) */
 	double throughput, ratio; /* ratio = throughput / ceiling */
 };
@@ -93,6 +103,9 @@ struct sim_result {
 	struct sim_domain_result *dom;
 	uint64_t end_ns, server_commits, commits_asked;
 	double jain, wall_seconds;
+	/* Virtual time: the bytes the backend wrote (flushed) in the whole run,
+	 * final sync included, and that run's length. */
+	uint64_t backend_bytes, run_ns;
 	/* Real time only (sim_run_realtime()). */
 	uint64_t peak_rss;     /* VmHWM of the process during the run, bytes */
 	uint64_t peak_charged; /* the root domain's: every payload byte charged */

@@ -505,7 +505,7 @@ START_TEST(test_short_runs)
 	ck_assert_uint_le(r.dom[0].peak_charged, 32 * MIB);
 	ck_assert(!r.dom[0].over_max && !r.dom[1].over_max);
 	ck_assert(r.jain > 0.99);
-	fprintf(stderr, "sim, unstable: %.2f and %.2f of the backend, Jain %.4f\n", r.wr[0].ratio,
+	fprintf(stderr, "sim, unstable: %.2f and %.2f of their ceiling, Jain %.4f\n", r.wr[0].ratio,
 		r.wr[1].ratio, r.jain);
 
 	/* The naive client: no ENOMEM here (it commits when full), nothing
@@ -516,7 +516,7 @@ START_TEST(test_short_runs)
 	ck_assert_uint_eq(r.wr[0].lost_bytes + r.wr[1].lost_bytes, 0);
 	ck_assert(!r.dom[0].over_max && !r.dom[1].over_max);
 	ck_assert_uint_ge(r.wr[0].max_pause_ns, 100000000u);
-	fprintf(stderr, "sim, naive: %.2f and %.2f of the backend, max pause %.0f ms\n",
+	fprintf(stderr, "sim, naive: %.2f and %.2f of their ceiling, max pause %.0f ms\n",
 		r.wr[0].ratio, r.wr[1].ratio, r.wr[0].max_pause_ns / 1e6);
 
 	/* The unpatched client: ENOMEM, yet nothing written is lost. */
@@ -713,6 +713,138 @@ START_TEST(test_realtime_file)
 }
 END_TEST
 
+/* A writer's time ends when its last block was copied: a one-block write
+ * reports its real rate, and no writer reports more than its copy rate. */
+START_TEST(test_copy_time)
+{
+	struct sim_config c;
+	struct sim_result r = { 0 };
+	char err[128];
+
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_domain("a", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("a,bytes=64K,bs=64K", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	ck_assert_uint_eq(r.wr[0].bytes, 64 << 10);
+	/* 64 KiB at 8 GiB/s: 7629.39 ns, rounded up. */
+	ck_assert_uint_eq(r.wr[0].done_ns, 7630);
+	ck_assert(r.wr[0].throughput > 0.99 * SIM_COPY_RATE);
+	ck_assert(r.wr[0].throughput <= SIM_COPY_RATE);
+	ck_assert_uint_ge(r.end_ns, r.wr[0].done_ns);
+	sim_config_free(&c);
+
+	/* Many blocks, unthrottled (2 GiB of room): at most the copy rate,
+	 * whatever the rounding of each block's copy. */
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_domain("a", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("a,bytes=64M,bs=64K", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("a,bytes=10M,bs=1M,rate=300M/s", &c, err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	ck_assert_uint_eq(r.wr[0].bytes, 64 * MIB);
+	ck_assert(r.wr[0].throughput <= SIM_COPY_RATE);
+	ck_assert(r.wr[1].throughput > 0 && r.wr[1].throughput <= 300.0 * MIB);
+	fprintf(stderr, "sim, copy rate: one block %.0f, 64 MiB %.0f, 10 MiB at 300M/s %.0f B/s\n",
+		(double)(64 << 10) / 7630e-9, r.wr[0].throughput, r.wr[1].throughput);
+	sim_result_free(&r);
+	sim_config_free(&c);
+}
+END_TEST
+
+/* The longest time without progress, per writer: a wait of at least the
+ * server's latency (the domain holds one block, the next waits until the
+ * first is written, committed and evicted: the throttling pause and the
+ * wait for memory together). */
+START_TEST(test_max_stall)
+{
+	struct sim_config c;
+	struct sim_result r = { 0 };
+	char err[128];
+
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_backend("bw=1G/s,lat=200ms,rpcs=8,rpc=1M,commit-interval=5s,"
+					   "commit-lat=20ms,journal=1G",
+					   &c.backend, err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(sim_parse_domain("a,max=64K", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("a,bytes=128K,bs=64K", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	ck_assert_uint_eq(r.wr[0].bytes, 128 << 10);
+	ck_assert_uint_eq(r.wr[0].enomem + r.wr[0].lost_bytes, 0);
+	ck_assert_uint_ge(r.wr[0].max_stall_ns, 200 * MS);
+	ck_assert_uint_ge(r.wr[0].max_stall_ns, r.wr[0].max_pause_ns);
+	ck_assert_uint_le(r.wr[0].max_stall_ns, r.wr[0].done_ns);
+	fprintf(stderr, "sim, max stall: %.1f ms (max pause %.1f ms) in %.1f ms\n",
+		r.wr[0].max_stall_ns / 1e6, r.wr[0].max_pause_ns / 1e6, r.wr[0].done_ns / 1e6);
+
+	/* A wait that ends in ENOMEM counts: the unpatched client (no forced
+	 * commit, not throttled) is never paused, yet it stalls before its
+	 * ENOMEM. */
+	sim_config_free(&c);
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_backend("bw=200M/s,lat=1ms,rpcs=8,rpc=1M,commit-interval=5s,"
+					   "commit-lat=20ms,journal=1T",
+					   &c.backend, err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(sim_parse_domain("a,max=32M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("a,bytes=96M,bs=1M", &c, err, sizeof(err)), 0);
+	c.policy = SIM_POLICY_NO_FORCED_COMMIT;
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	ck_assert_uint_gt(r.wr[0].enomem, 0);
+	ck_assert_uint_eq(r.wr[0].max_pause_ns, 0);
+	ck_assert_uint_gt(r.wr[0].max_stall_ns, 0);
+	fprintf(stderr, "sim, stall ending in ENOMEM: %.1f ms\n", r.wr[0].max_stall_ns / 1e6);
+	sim_result_free(&r);
+	sim_config_free(&c);
+}
+END_TEST
+
+/* --policy no-reclaim-wait, the memcg seed's unpatched kernel, scaled to
+ * 100 MiB: OOM-killed under 5M (reclaim finds only dirty data and data
+ * under writeback), not under 2G (the copy fits). */
+START_TEST(test_no_reclaim_wait)
+{
+	static const char *limits[] = { "5M", "2G" };
+	struct sim_config c;
+	struct sim_result r = { 0 };
+	char err[128], spec[32];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		sim_config_init(&c);
+		c.memory = 4ull << 30;
+		ck_assert_int_eq(
+			sim_parse_backend("bw=40M/s,lat=1ms,rpcs=8,rpc=1M,"
+					  "commit-interval=5s,commit-lat=20ms,journal=128M",
+					  &c.backend, err, sizeof(err)),
+			0);
+		snprintf(spec, sizeof(spec), "a,max=%s", limits[i]);
+		ck_assert_int_eq(sim_parse_domain(spec, &c, err, sizeof(err)), 0);
+		ck_assert_int_eq(sim_parse_writer("a,bytes=100M,bs=64K", &c, err, sizeof(err)), 0);
+		c.policy = SIM_POLICY_NO_RECLAIM_WAIT;
+		ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+		ck_assert_uint_eq(r.wr[0].lost_bytes, 0);
+		ck_assert(!r.dom[0].over_max);
+		if (i == 0) {
+			ck_assert_uint_eq(r.wr[0].oom, 1);
+			ck_assert_uint_le(r.wr[0].bytes, 5 * MIB);
+		} else {
+			ck_assert_uint_eq(r.wr[0].oom, 0);
+			ck_assert_uint_eq(r.wr[0].bytes, 100 * MIB);
+		}
+		/* The library's policy survives the same 5M. */
+		if (i == 0) {
+			c.policy = SIM_POLICY_UNSTABLE;
+			ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+			ck_assert_uint_eq(r.wr[0].oom + r.wr[0].enomem, 0);
+			ck_assert_uint_eq(r.wr[0].bytes, 100 * MIB);
+		}
+		sim_config_free(&c);
+	}
+	sim_result_free(&r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("sim");
@@ -731,6 +863,9 @@ int main(void)
 	tcase_add_test(tc, test_seed_kinds);
 	tcase_add_test(tc, test_realtime_sim);
 	tcase_add_test(tc, test_realtime_file);
+	tcase_add_test(tc, test_copy_time);
+	tcase_add_test(tc, test_max_stall);
+	tcase_add_test(tc, test_no_reclaim_wait);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -35,6 +35,49 @@ case $out in
 	fail=1
 	;;
 esac
+# Honest names (issue 13): the writer's ceiling and its ratio to it beside
+# the backend's bandwidth and the part of it used; the writer's own stall.
+case $out in
+*'"ceiling":'[0-9]*'"ratio_to_ceiling":'[0-9]*'"backend_bw":1073741824,"backend_utilisation":0.'[0-9]*'"max_stall_ms":'[0-9]*) ;;
+*)
+	echo "FAIL: --json names: $out"
+	fail=1
+	;;
+esac
+case $out in
+*'"ratio":'*)
+	echo "FAIL: --json still has ratio: $out"
+	fail=1
+	;;
+esac
+# A one-block write reports its real rate: finite, not 0, not above the copy
+# rate (8 GiB/s).
+out=$("$sim" --json --domain a --writer a,bytes=64K)
+tp=$(printf '%s\n' "$out" | sed -n 's/.*"kind":"writer".*"throughput":\([0-9]*\),.*/\1/p')
+if [ -z "$tp" ] || [ "$tp" -le 0 ] || [ "$tp" -gt 8589934592 ]; then
+	echo "FAIL: one block: throughput '$tp': $out"
+	fail=1
+fi
+# --policy no-reclaim-wait (the memcg seed's unpatched kernel), scaled:
+# OOM-killed under 5M, not under 2G; virtual time only.
+ext3=--backend=bw=40M/s,lat=1ms,rpcs=8,rpc=1M,commit-interval=5s,commit-lat=20ms,journal=128M
+out=$("$sim" --policy no-reclaim-wait --memory 4G "$ext3" --domain a,max=5M --writer a,bytes=100M,bs=64K)
+case $out in
+*'OOM 1,'*'lost 0 bytes'*) ;;
+*)
+	echo "FAIL: no-reclaim-wait at 5M: $out"
+	fail=1
+	;;
+esac
+out=$("$sim" --json --policy no-reclaim-wait --memory 4G "$ext3" --domain a,max=2G --writer a,bytes=100M,bs=64K)
+case $out in
+*'"bytes":104857600,'*'"oom":0,'*'"lost_bytes":0'*) ;;
+*)
+	echo "FAIL: no-reclaim-wait at 2G: $out"
+	fail=1
+	;;
+esac
+expect 2 --realtime --policy no-reclaim-wait --domain a,max=8M --writer a,bytes=8M
 # --trace writes a CSV time series with its header and both kinds of rows.
 trace=$(mktemp)
 "$sim" --domain a,max=16M --writer a,bytes=48M --trace "$trace" >/dev/null
