@@ -535,6 +535,206 @@ static int memcg(enum sim_policy pol, bool json, const struct mode *m)
 	return 0;
 }
 
+/*
+ * A config made from command-line specs, as a user would give them
+ * (kinds: 'b' --backend, 's' --stripe, 'd' --domain, 'w' --writer): 0, or 1
+ * with the message printed.
+ */
+static int build(struct sim_config *c, const char *scenario, const char *const *specs)
+{
+	char err[256];
+	int rc = 0;
+
+	sim_config_free(c);
+	sim_config_init(c);
+	snprintf(c->scenario, sizeof(c->scenario), "%s", scenario);
+	for (; *specs && !rc; specs++) {
+		const char *v = *specs + 2;
+
+		switch (**specs) {
+		case 'b':
+			rc = sim_parse_backend_opt(v, c, err, sizeof(err));
+			break;
+		case 's':
+			rc = sim_parse_stripe(v, c, err, sizeof(err));
+			break;
+		case 'd':
+			rc = sim_parse_domain(v, c, err, sizeof(err));
+			break;
+		default:
+			rc = sim_parse_writer(v, c, err, sizeof(err));
+			break;
+		}
+	}
+	if (rc)
+		fprintf(stderr, "unstable-sim: %s: %s\n", scenario, err);
+	return rc ? 1 : 0;
+}
+
+/*
+ * Lustre striping: a file striped round robin over OSTs (1 MiB at a time),
+ * each OST its own server (650 MB/s: the seeds' 10.4 GB/s over 16 OSTs;
+ * 8 RPCs of 4 MiB in flight, its own journal of 1 GiB and its own commits),
+ * one dd (2.2 GB/s at most) or eight, each in a memcg of 1G writing 16G,
+ * over 1, 4 and 16 OSTs.
+ */
+static int lustre_striped(enum sim_policy pol, bool json)
+{
+	static const int osts[] = { 1, 4, 16 }, writers[] = { 1, 8 };
+	static struct sim_config c;
+	static struct sim_result r;
+	char spec[40][160], list[200], err[256];
+	const char *specs[42];
+	double per[2][3], agg[2][3];
+	bool bad_run[2][3];
+	int wi, oi, i, n;
+
+	for (wi = 0; wi < 2; wi++)
+		for (oi = 0; oi < 3; oi++) {
+			double lo = 0, sum = 0;
+
+			n = 0;
+			list[0] = 0;
+			for (i = 0; i < osts[oi]; i++) {
+				snprintf(spec[n], sizeof(spec[n]),
+					 "b:ost%d:bw=650000000/s,lat=1ms,rpcs=8,rpc=4M,"
+					 "commit-interval=5s,commit-lat=50ms,journal=1G",
+					 i);
+				specs[n] = spec[n];
+				n++;
+				snprintf(list + strlen(list), sizeof(list) - strlen(list), "%sost%d",
+					 i ? "," : "", i);
+			}
+			snprintf(spec[n], sizeof(spec[n]), "s:%s,size=1M", list);
+			specs[n] = spec[n];
+			n++;
+			specs[n++] = "d:memcg,count=8,max=1G";
+			snprintf(spec[n], sizeof(spec[n]), "w:%s,bytes=16G,rate=2200000000/s",
+				 writers[wi] == 8 ? "memcg" : "memcg-1");
+			specs[n] = spec[n];
+			n++;
+			specs[n] = NULL;
+			if (build(&c, "lustre-striped", specs))
+				return 1;
+			c.policy = pol;
+			c.memory = 512 * GIB;
+			progress("lustre-striped: %d writers over %d OSTs", writers[wi], osts[oi]);
+			if (sim_run(&c, &r, err, sizeof(err))) {
+				fprintf(stderr, "unstable-sim: %s\n", err);
+				return 1;
+			}
+			if (json)
+				json_run(&c, &r, &virtual_time);
+			bad_run[wi][oi] = false;
+			for (i = 0; i < c.nwr; i++) {
+				sum += r.wr[i].throughput;
+				lo = !i || r.wr[i].throughput < lo ? r.wr[i].throughput : lo;
+				bad_run[wi][oi] |= r.wr[i].enomem || r.wr[i].lost_bytes ||
+						   r.dom[c.wr[i].domain].over_max;
+			}
+			per[wi][oi] = lo;
+			agg[wi][oi] = sum;
+		}
+	progress_done();
+	if (json)
+		return 0;
+	printf("\nLustre striping (policy %s): dd of 16G in a memcg of 1G each, striped 1M at a "
+	       "time over OSTs of 650 MB/s, GB/s\n",
+	       policy_name(pol));
+	printf("%-8s %5s %16s %10s %14s %8s\n", "writers", "OSTs", "per writer (min)", "aggregate",
+	       "OSTs' bw", "agg/bw");
+	for (wi = 0; wi < 2; wi++)
+		for (oi = 0; oi < 3; oi++)
+			printf("%-8d %5d %15.2f%s %10.2f %14.2f %8.2f\n", writers[wi], osts[oi],
+			       per[wi][oi] / 1e9, bad_run[wi][oi] ? "!" : " ", agg[wi][oi] / 1e9,
+			       osts[oi] * 0.65, agg[wi][oi] / (osts[oi] * 0.65e9));
+	printf("(a dd copies at most 2.2 GB/s; each OST its own server: 8 x 4 MiB in flight, "
+	       "its own journal and commits; '!' marks ENOMEM, lost bytes or a crossed max)\n");
+	return 0;
+}
+
+/*
+ * Two backends, a fast one (1 GiB/s) and a slow one (100 MiB/s): writer F
+ * (4G) on the fast one, writer S (1G) on the slow one, in their own
+ * domains of 256M, in one domain of 512M, or in two unlimited children of
+ * one parent of 512M; each writer's rate beside its rate alone in the same
+ * setup.
+ */
+static int two_backends(enum sim_policy pol, bool json)
+{
+	static const char *const setups[] = { "separate domains", "one domain", "one parent" };
+	static const char *const doms[3][3] = {
+		{ "d:F,max=256M", "d:S,max=256M", NULL },
+		{ "d:FS,max=512M", NULL, NULL },
+		{ "d:P,max=512M", "d:F,parent=P", "d:S,parent=P" },
+	};
+	static struct sim_config c;
+	static struct sim_result r;
+	double rate[3][3][2]; /* setup, run (both, F alone, S alone), writer */
+	char err[256];
+	int st, run_, i;
+
+	for (st = 0; st < 3; st++)
+		for (run_ = 0; run_ < 3; run_++) {
+			const char *specs[8];
+			int n = 0, k;
+
+			specs[n++] = "b:fast:bw=1G/s,lat=1ms,rpcs=8,rpc=1M,commit-interval=5s,"
+				     "commit-lat=20ms,journal=1G";
+			specs[n++] = "b:slow:bw=100M/s,lat=5ms,rpcs=8,rpc=1M,commit-interval=5s,"
+				     "commit-lat=20ms,journal=1G";
+			for (k = 0; k < 3 && doms[st][k]; k++)
+				specs[n++] = doms[st][k];
+			if (run_ != 2)
+				specs[n++] = st == 1 ? "w:FS,bytes=4G,backend=fast" :
+						       "w:F,bytes=4G,backend=fast";
+			if (run_ != 1)
+				specs[n++] = st == 1 ? "w:FS,bytes=1G,backend=slow" :
+						       "w:S,bytes=1G,backend=slow";
+			specs[n] = NULL;
+			if (build(&c, "two-backends", specs))
+				return 1;
+			c.policy = pol;
+			c.memory = 4 * GIB;
+			progress("two-backends: %s", setups[st]);
+			if (sim_run(&c, &r, err, sizeof(err))) {
+				fprintf(stderr, "unstable-sim: %s\n", err);
+				return 1;
+			}
+			if (json)
+				json_run(&c, &r, &virtual_time);
+			rate[st][run_][0] = rate[st][run_][1] = 0;
+			for (i = 0; i < c.nwr; i++)
+				rate[st][run_][c.wr[i].backend == 2] =
+					r.wr[i].enomem ? -1 : r.wr[i].throughput;
+		}
+	progress_done();
+	if (json)
+		return 0;
+	printf("\nTwo backends (policy %s): writer F (4G) to a 1 GiB/s backend beside writer S "
+	       "(1G) to a 100 MiB/s one, MB/s\n",
+	       policy_name(pol));
+	printf("%-18s %9s %9s %7s %9s %9s %7s\n", "setup", "F", "F alone", "F/alone", "S",
+	       "S alone", "S/alone");
+	for (st = 0; st < 3; st++) {
+		printf("%-18s", setups[st]);
+		for (i = 0; i < 2; i++) {
+			double both = rate[st][0][i], solo = rate[st][1 + i][i];
+
+			if (both < 0 || solo < 0)
+				printf(" %9s %9s %7s", both < 0 ? "ENOMEM" : "-",
+				       solo < 0 ? "ENOMEM" : "-", "-");
+			else
+				printf(" %9.1f %9.1f %7.2f", both / 1e6, solo / 1e6,
+				       solo > 0 ? both / solo : 0);
+		}
+		printf("\n");
+	}
+	printf("(separate: F and S in domains of 256M each; one domain: both in one of 512M; one "
+	       "parent: unlimited children of a parent of 512M)\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = { { "json", no_argument, NULL, 'j' },
@@ -542,6 +742,7 @@ int main(int argc, char **argv)
 						  { "policy", required_argument, NULL, 'p' },
 						  { "memory", required_argument, NULL, 'm' },
 						  { "backend", required_argument, NULL, 'b' },
+						  { "stripe", required_argument, NULL, 'S' },
 						  { "domain", required_argument, NULL, 'd' },
 						  { "writer", required_argument, NULL, 'w' },
 						  { "seed", required_argument, NULL, 'r' },
@@ -588,7 +789,11 @@ int main(int argc, char **argv)
 				m.file = optarg + 5;
 				break;
 			}
-			if (sim_parse_backend(optarg, &c.backend, err, sizeof(err)))
+			if (sim_parse_backend_opt(optarg, &c, err, sizeof(err)))
+				return bad(err);
+			break;
+		case 'S':
+			if (sim_parse_stripe(optarg, &c, err, sizeof(err)))
 				return bad(err);
 			break;
 		case 'd':
@@ -630,8 +835,9 @@ int main(int argc, char **argv)
 		return bad("--realtime runs --scenario memcg or custom --domain/--writer runs; "
 			   "the Lustre scenarios move hundreds of GiB: run them in virtual time");
 	if (scenario) {
-		if (c.nwr || c.ndom || c.trace)
-			return bad("--scenario does not take --domain, --writer or --trace");
+		if (c.nwr || c.ndom || c.trace || c.nbk || c.nstripe)
+			return bad("--scenario does not take --domain, --writer, --trace, named "
+				   "backends or --stripe");
 		if (!strcmp(scenario, "lustre-1"))
 			return lustre1(c.policy, json);
 		if (!strcmp(scenario, "lustre-2"))
@@ -642,11 +848,16 @@ int main(int argc, char **argv)
 			return lustre4(c.policy, json);
 		if (!strcmp(scenario, "memcg"))
 			return memcg(c.policy, json, &m);
+		if (!strcmp(scenario, "lustre-striped"))
+			return lustre_striped(c.policy, json);
+		if (!strcmp(scenario, "two-backends"))
+			return two_backends(c.policy, json);
 		if (!strcmp(scenario, "seeds"))
 			return lustre1(c.policy, json) || lustre2(c.policy, json) ||
 			       lustre3(c.policy, json) || lustre4(c.policy, json) ||
 			       memcg(c.policy, json, &virtual_time);
-		return bad("unknown scenario (lustre-1 .. lustre-4, memcg, seeds)");
+		return bad("unknown scenario (lustre-1 .. lustre-4, memcg, seeds, lustre-striped, "
+			   "two-backends)");
 	}
 	if (!c.nwr)
 		return bad("nothing to run: give --scenario, or --domain and --writer");

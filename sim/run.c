@@ -44,7 +44,8 @@
 #define SEC 1000000000ull
 
 struct wstate {
-	us_object *o;
+	us_object *o;	 /* the object of the block it writes next */
+	us_object **objs; /* striped: one per backend of its stripe, else NULL */
 	uint64_t off, wait_until, done_ns, enomem;
 	struct sim_pauses pauses;
 	uint64_t blocked_since; /* naive: full since then */
@@ -138,11 +139,144 @@ int sim_domains_create(us_engine *e, const struct sim_config *c, us_domain **dom
 
 #define FAIL(...) (snprintf(err, len, __VA_ARGS__), rc = -1)
 
+/* Writer i's striping, or NULL. */
+static const struct sim_stripe *stripe_of(const struct sim_config *c, int i)
+{
+	return c->wr[i].stripe ? &c->stripe[c->wr[i].stripe - 1] : NULL;
+}
+
+/* Where the byte at off of writer i's file lives: the backend (as its
+ * stripe orders them: j) and the offset in that stripe's object. */
+static uint64_t stripe_map(const struct sim_stripe *st, uint64_t off, int *j)
+{
+	uint64_t unit = off / st->size;
+
+	*j = (int)(unit % (uint64_t)st->n);
+	return unit / (uint64_t)st->n * st->size + off % st->size;
+}
+
+/*
+ * The servers, one per backend of the config (0: the default), each with
+ * its us_backend, and the writers' layout at each: a writer's data at its
+ * backend, or each of its stripes at the stripe's backend (bytes 0
+ * elsewhere). The engine's first bandwidth estimate and its run size are
+ * the smallest of the backends the writers use (with the default backend
+ * alone: its own, as always). nwb[b]: the writers that use backend b.
+ */
+static int servers_init(const struct sim_config *c, us_engine *e, struct sim_srv *srv, int nsrv,
+			int *nwb, char *err, size_t len)
+{
+	struct sim_srv_writer *lay;
+	uint64_t init_bw = UINT64_MAX, rpc = UINT64_MAX;
+	size_t nw = c->nwr ? (size_t)c->nwr : 1;
+	int b, i, j, rc = 0;
+
+	for (i = 0; i < c->nwr; i++) {
+		const struct sim_stripe *st = stripe_of(c, i);
+
+		for (j = 0; j < (st ? st->n : 1); j++)
+			nwb[st ? st->bk[j] : c->wr[i].backend]++;
+	}
+	for (b = 0; b < nsrv; b++)
+		if (nwb[b] || (b == 0 && !c->nbk)) {
+			const struct sim_backend *k = sim_config_backend(c, b);
+
+			init_bw = k->bw < init_bw ? k->bw : init_bw;
+			rpc = k->rpc < rpc ? k->rpc : rpc;
+		}
+	if (init_bw == UINT64_MAX) {
+		init_bw = c->backend.bw;
+		rpc = c->backend.rpc;
+	}
+	if (us_engine_set_param(e, US_PARAM_INIT_BW, init_bw) ||
+	    us_engine_set_param(e, US_PARAM_FORCE_COMMIT, c->policy == SIM_POLICY_UNSTABLE) ||
+	    us_engine_set_param(e, US_PARAM_MAX_FLUSH_BYTES, rpc))
+		return FAIL("cannot set up the engine");
+	lay = calloc(nw, sizeof(*lay));
+	if (!lay)
+		return FAIL("out of memory for %d writers", c->nwr);
+	for (b = 0; b < nsrv && !rc; b++) {
+		const struct sim_backend *k = sim_config_backend(c, b);
+
+		for (i = 0; i < c->nwr; i++) {
+			const struct sim_stripe *st = stripe_of(c, i);
+
+			lay[i] = (struct sim_srv_writer){ 0, c->wr[i].bs, c->wr[i].domain };
+			if (!st && c->wr[i].backend == b)
+				lay[i].bytes = c->wr[i].bytes;
+			for (j = 0; st && j < st->n; j++)
+				if (st->bk[j] == b)
+					lay[i].bytes =
+						sim_stripe_bytes(c->wr[i].bytes, st->size, st->n, j);
+		}
+		if (sim_srv_init_domains(&srv[b], e, k, lay, c->nwr, c->ndom) ||
+		    us_backend_set_max_inflight(srv[b].bk, k->rpcs * k->rpc))
+			FAIL("cannot set up backend %s", b ? k->name : "default");
+	}
+	free(lay);
+	return rc;
+}
+
+/* The bytes of writer i's file (written bytes of it) not durable at its
+ * servers as last written: over each of its stripes if striped. */
+static uint64_t writer_lost(const struct sim_config *c, const struct sim_srv *srv, int i,
+			    uint64_t written)
+{
+	const struct sim_stripe *st = stripe_of(c, i);
+	uint64_t lost = 0;
+	int j;
+
+	if (!st)
+		return sim_srv_lost_bytes(&srv[c->wr[i].backend], i, written);
+	for (j = 0; j < st->n; j++)
+		lost += sim_srv_lost_bytes(&srv[st->bk[j]], i,
+					   sim_stripe_bytes(written, st->size, st->n, j));
+	return lost;
+}
+
+/* The next time at which a server has something to do. */
+static uint64_t servers_next(const struct sim_srv *srv, int nsrv)
+{
+	uint64_t t = UINT64_MAX;
+	int b;
+
+	for (b = 0; b < nsrv; b++)
+		if (sim_srv_next(&srv[b]) < t)
+			t = sim_srv_next(&srv[b]);
+	return t;
+}
+
+static void servers_run(struct sim_srv *srv, int nsrv, uint64_t now)
+{
+	int b;
+
+	for (b = 0; b < nsrv; b++)
+		sim_srv_run(&srv[b], now);
+}
+
+/* Writer i's ceiling: its own speed, and its equal share of each backend
+ * it writes to, summed over them. */
+static uint64_t writer_ceiling(const struct sim_config *c, const int *nwb, int i)
+{
+	const struct sim_stripe *st = stripe_of(c, i);
+	uint64_t own = c->wr[i].rate ? c->wr[i].rate : SIM_COPY_RATE, share = 0;
+	int j;
+
+	for (j = 0; j < (st ? st->n : 1); j++) {
+		int b = st ? st->bk[j] : c->wr[i].backend;
+
+		share += sim_config_backend(c, b)->bw / (uint64_t)nwb[b];
+	}
+	return share < own ? share : own;
+}
+
 int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t len)
 {
 	struct us_engine_options opts;
-	struct sim_srv s;
-	struct sim_srv_writer *lay = NULL;
+	struct sim_srv *srv = NULL;
+	int nsrv = 1 + c->nbk, *nwb = NULL;
+	us_backend **bks = NULL;
+	uint64_t *flushes = NULL, *dom_commits = NULL, server_commits = 0;
 	us_engine *e = NULL;
 	us_domain **dom = NULL;
 	struct wstate *w = NULL;
@@ -156,10 +290,32 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	int i, left, rc = 0;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	memset(&s, 0, sizeof(s));
 	if (sim_result_alloc(r, c, err, len))
 		return -1;
-	lay = calloc(nw, sizeof(*lay));
+	for (i = 0; i < c->nwr; i++) {
+		const struct sim_writer *cw = &c->wr[i];
+		const struct sim_stripe *st;
+
+		if (cw->backend < 0 || cw->backend > c->nbk || cw->stripe < 0 ||
+		    cw->stripe > c->nstripe) {
+			snprintf(err, len, "writer %d: no such backend or stripe", i);
+			return -1;
+		}
+		st = stripe_of(c, i);
+		for (j = 0; st && j < (size_t)st->n; j++)
+			if (st->bk[j] < 0 || st->bk[j] > c->nbk || !st->size || st->size % cw->bs) {
+				snprintf(err, len,
+					 "writer %d: a stripe over known backends, of a size that "
+					 "is a multiple of bs, is needed",
+					 i);
+				return -1;
+			}
+	}
+	srv = calloc((size_t)nsrv, sizeof(*srv));
+	nwb = calloc((size_t)nsrv, sizeof(*nwb));
+	bks = calloc((size_t)nsrv, sizeof(*bks));
+	flushes = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*flushes));
+	dom_commits = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*dom_commits));
 	dom = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*dom));
 	w = calloc(nw, sizeof(*w));
 	last_off = calloc(nw, sizeof(*last_off));
@@ -167,7 +323,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	heap.v = calloc(nw, sizeof(*heap.v));
 	heap.w = w;
 	due = calloc(nw, sizeof(*due));
-	if (!lay || !dom || !w || !last_off || !last_pause || !heap.v || !due) {
+	if (!srv || !nwb || !bks || !flushes || !dom_commits || !dom || !w || !last_off ||
+	    !last_pause || !heap.v || !due) {
 		FAIL("out of memory for %d writers and %d domains", c->nwr, c->ndom);
 		goto out;
 	}
@@ -180,8 +337,6 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		fprintf(trace, "time_s,kind,name,dirty,writeback,unstable,charged,bg_thresh,"
 			       "dirty_thresh,rate,pause_ms\n");
 	}
-	for (i = 0; i < c->nwr; i++)
-		lay[i] = (struct sim_srv_writer){ c->wr[i].bytes, c->wr[i].bs, c->wr[i].domain };
 	us_engine_options_init(&opts);
 	opts.clock = US_CLOCK_VIRTUAL;
 	opts.memory_bytes = c->memory;
@@ -191,12 +346,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	}
 	/* The client knows its link's speed: the engine's first estimate of
 	 * the clean-out rate, before it has measured anything (all policies). */
-	if (us_engine_set_param(e, US_PARAM_INIT_BW, c->backend.bw) ||
-	    us_engine_set_param(e, US_PARAM_FORCE_COMMIT, c->policy == SIM_POLICY_UNSTABLE) ||
-	    us_engine_set_param(e, US_PARAM_MAX_FLUSH_BYTES, c->backend.rpc) ||
-	    sim_srv_init_domains(&s, e, &c->backend, lay, c->nwr, c->ndom) ||
-	    us_backend_set_max_inflight(s.bk, c->backend.rpcs * c->backend.rpc)) {
-		FAIL("cannot set up the backend");
+	if (servers_init(c, e, srv, nsrv, nwb, err, len)) {
+		rc = -1;
 		goto out;
 	}
 	if (sim_domains_create(e, c, dom, err, len)) {
@@ -204,8 +355,23 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		goto out;
 	}
 	for (i = 0; i < c->nwr; i++) {
-		/* The server knows the writer by its index. */
-		if (us_object_create(s.bk, dom[c->wr[i].domain], (void *)(intptr_t)i, &w[i].o)) {
+		const struct sim_stripe *st = stripe_of(c, i);
+
+		/* The server knows the writer by its index; a striped writer
+		 * has an object at each backend of its stripe. */
+		if (st) {
+			w[i].objs = calloc((size_t)st->n, sizeof(*w[i].objs));
+			for (j = 0; w[i].objs && j < (size_t)st->n; j++)
+				if (us_object_create(srv[st->bk[j]].bk, dom[c->wr[i].domain],
+						     (void *)(intptr_t)i, &w[i].objs[j]))
+					break;
+			if (!w[i].objs || j < (size_t)st->n) {
+				FAIL("cannot create writer %d", i);
+				goto out;
+			}
+			w[i].o = w[i].objs[0];
+		} else if (us_object_create(srv[c->wr[i].backend].bk, dom[c->wr[i].domain],
+					    (void *)(intptr_t)i, &w[i].o)) {
 			FAIL("cannot create writer %d", i);
 			goto out;
 		}
@@ -248,7 +414,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			next_sample = now + (c->trace_every_ns ? c->trace_every_ns : 100 * MS);
 		}
 
-		sim_srv_run(&s, now);
+		servers_run(srv, nsrv, now);
 		us_engine_poll(e, now, &next);
 		/* The writers due act once each, in the order of their index. */
 		for (ndue = 0; heap.n && w[heap.v[0]].wait_until <= now;)
@@ -257,12 +423,18 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		for (j = 0; j < ndue; j++) {
 			struct wstate *x = &w[i = due[j]];
 			const struct sim_writer *cw = &c->wr[i];
+			const struct sim_stripe *st = stripe_of(c, i);
 			bool throttled = c->policy == SIM_POLICY_UNSTABLE;
-			uint64_t pause = 0, bs;
+			uint64_t pause = 0, bs, ooff = x->off;
 			us_buf *b;
-			int g;
+			int g, sj = 0;
 
 			acted = true;
+			/* Striped: the block goes to its stripe's object. */
+			if (st) {
+				ooff = stripe_map(st, x->off, &sj);
+				x->o = x->objs[sj];
+			}
 			if (x->gated) {
 				g = us_object_balance(x->o, &pause);
 				if (g == -EAGAIN) {
@@ -273,7 +445,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 				x->gated = false;
 			}
 			bs = cw->bytes - x->off < cw->bs ? cw->bytes - x->off : cw->bs;
-			g = us_buf_get(x->o, x->off, bs, US_GET_NODATA | US_GET_NOWAIT, &b);
+			g = us_buf_get(x->o, ooff, bs, US_GET_NODATA | US_GET_NOWAIT, &b);
 			if (g == -EAGAIN) {
 				/* Waiting for memory: the whole wait is one pause. */
 				if (!x->blocked) {
@@ -302,7 +474,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 				continue;
 			}
 			/* The writer writes the block: a new version of it. */
-			sim_srv_dirtied(&s, i, x->off);
+			sim_srv_dirtied(&srv[st ? st->bk[sj] : cw->backend], i, ooff);
 			g = us_buf_dirty(b, &pause);
 			us_buf_put(b);
 			x->off += bs;
@@ -329,8 +501,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			continue;
 		if (heap.n)
 			t = w[heap.v[0]].wait_until;
-		if (sim_srv_next(&s) < t)
-			t = sim_srv_next(&s);
+		if (servers_next(srv, nsrv) < t)
+			t = servers_next(srv, nsrv);
 		if (next > now && next < t)
 			t = next;
 		if (trace && next_sample > now && next_sample < t)
@@ -350,9 +522,9 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			for (k = 0; k < 10000000 && us_sync_done(y) == 0; k++) {
 				uint64_t t;
 
-				sim_srv_run(&s, now);
+				servers_run(srv, nsrv, now);
 				us_engine_poll(e, now, &next);
-				t = sim_srv_next(&s);
+				t = servers_next(srv, nsrv);
 				if (next > now && next < t)
 					t = next;
 				now = t > now ? t : now + MS;
@@ -370,15 +542,21 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		wr->max_pause_ns = w[i].pauses.max;
 		wr->p99_pause_ns = sim_pauses_p99(&w[i].pauses);
 		/* Measured: the blocks not at the server as last written. */
-		wr->lost_bytes = sim_srv_lost_bytes(&s, i, w[i].off);
+		wr->lost_bytes = writer_lost(c, srv, i, w[i].off);
 		wr->throughput = wr->done_ns ? (double)wr->bytes / ((double)wr->done_ns / SEC) : 0;
-		wr->ceiling = c->wr[i].rate ? c->wr[i].rate : SIM_COPY_RATE;
-		/* Writers share the backend: each may expect an equal share. */
-		if (c->backend.bw / (uint64_t)c->nwr < wr->ceiling)
-			wr->ceiling = c->backend.bw / (uint64_t)c->nwr;
+		/* Writers share a backend: each may expect an equal share. */
+		wr->ceiling = writer_ceiling(c, nwb, i);
 		wr->ratio = wr->throughput / (double)wr->ceiling;
 	}
-	sim_result_fill(r, c, dom, s.bk, s.dom_commits, s.flushes, s.cm.commits);
+	for (j = 0; j < (size_t)nsrv; j++) {
+		bks[j] = srv[j].bk;
+		server_commits += srv[j].cm.commits;
+		for (i = 0; i < c->ndom; i++) {
+			flushes[i] += srv[j].flushes[i];
+			dom_commits[i] += srv[j].dom_commits[i];
+		}
+	}
+	sim_result_fill(r, c, dom, bks, nsrv, dom_commits, flushes, server_commits);
 	/* Charged above max at some instant: the engine's peak says it. */
 	for (i = 0; i < c->ndom; i++)
 		r->dom[i].over_max =
@@ -386,20 +564,33 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 out:
 	for (i = 0; w && i < c->nwr; i++)
 		sim_pauses_free(&w[i].pauses);
-	sim_srv_fini(&s);
+	for (j = 0; srv && j < (size_t)nsrv; j++)
+		sim_srv_fini(&srv[j]);
 	/* Each writer's object goes with its own buffers first: cheaper than
 	 * the engine's destroy finding the oldest buffer of all domains for
 	 * each of them. One still holding data stays for the engine's. */
-	for (i = 0; e && w && i < c->nwr; i++)
-		if (w[i].o)
+	for (i = 0; e && w && i < c->nwr; i++) {
+		const struct sim_stripe *st = stripe_of(c, i);
+
+		if (w[i].objs) {
+			for (j = 0; j < (size_t)st->n; j++)
+				if (w[i].objs[j])
+					(void)us_object_destroy(w[i].objs[j]);
+			free(w[i].objs);
+		} else if (w[i].o)
 			(void)us_object_destroy(w[i].o);
+	}
 	/* The engine may still hold data if the sync could not finish: its
 	 * memory goes with the process. */
 	if (e && us_engine_destroy(e) != 0 && rc == 0)
 		FAIL("the final sync left data behind");
 	if (trace)
 		fclose(trace);
-	free(lay);
+	free(srv);
+	free(nwb);
+	free(bks);
+	free(flushes);
+	free(dom_commits);
 	free(dom);
 	free(w);
 	free(last_off);
