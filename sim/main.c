@@ -6,11 +6,13 @@
  * SPDX-License-Identifier: MIT
  *
  *   unstable-sim [--json] [--scenario NAME] [--policy unstable|no-forced-commit|naive]
- *     [--memory SIZE] [--backend bw=RATE,lat=TIME,rpcs=N,rpc=SIZE,
- *        commit-interval=TIME,commit-lat=TIME,journal=SIZE]
+ *     [--memory SIZE] [--backend [NAME:]bw=RATE,lat=TIME,rpcs=N,rpc=SIZE,
+ *        commit-interval=TIME,commit-lat=TIME[+RATE],journal=SIZE]...
+ *     [--stripe NAME,NAME...[,size=SIZE]|none]...
  *     [--domain NAME[,count=N][,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%]
  *        [,dirty=SIZE|PCT%]]...
- *     [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]]...
+ *     [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]
+ *        [,backend=NAME|,stripe=NAME+NAME...[,stripe-size=SIZE]]]...
  *     [--seed N] [--trace FILE.csv] [--realtime [--backend file:PATH]]
  *
  * Sizes take K/M/G/T (powers of 1024), rates SIZE/s, times ns/us/ms/s. Bad
@@ -34,15 +36,27 @@
 
 static const char *usage =
 	"usage: unstable-sim [--json] [--scenario NAME] [--policy unstable|no-forced-commit|naive]\n"
-	"  [--memory SIZE] [--backend bw=RATE,lat=TIME,rpcs=N,rpc=SIZE,commit-interval=TIME,\n"
-	"     commit-lat=TIME,journal=SIZE]\n"
+	"  [--memory SIZE] [--backend [NAME:]bw=RATE,lat=TIME,rpcs=N,rpc=SIZE,commit-interval=TIME,\n"
+	"     commit-lat=TIME[+RATE],journal=SIZE]... [--stripe NAME,NAME...[,size=SIZE]|none]...\n"
 	"  [--domain NAME[,count=N][,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%]\n"
 	"     [,dirty=SIZE|PCT%]]...\n"
-	"  [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]]... [--seed N]\n"
+	"  [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]\n"
+	"     [,backend=NAME|,stripe=NAME+NAME...[,stripe-size=SIZE]]]... [--seed N]\n"
 	"  [--trace FILE.csv] [--realtime [--backend file:PATH]]\n"
 	"scenarios: lustre-1 (dd of 128G..1T through 512G), lustre-2 (one dd at 2x, 1x, 0.5x\n"
 	"  memcg limits of 1G..64G), lustre-3 (8 memcgs of 8G, 16G each), lustre-4 (a limited\n"
-	"  dd beside an unlimited one), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all)\n"
+	"  dd beside an unlimited one), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all\n"
+	"  five); lustre-striped (1 and 8 dd striped over 1, 4 and 16 OSTs), two-backends (a\n"
+	"  fast and a slow backend: separate domains, one domain, one parent)\n"
+	"--backend KEY=VALUE,...: the default backend; --backend NAME:KEY=VALUE,... a named one\n"
+	"  (from the built-in figures; given again, changed), each its own server with its own\n"
+	"  requests in flight, journal and commits. commit-lat=5ms+500M/s: a commit takes 5 ms\n"
+	"  plus its uncommitted bytes at 500M/s (an NFS COMMIT's cost); plain TIME: fixed.\n"
+	"--writer ...,backend=NAME: its data goes to NAME (default: the default backend).\n"
+	"--writer ...,stripe=A+B+C,stripe-size=1M: its file striped round robin over A, B, C,\n"
+	"  1M on each in turn (one object per backend). --stripe A,B,C,size=1M does the same\n"
+	"  for every --writer after it (until --stripe none); the stripe size is a multiple of\n"
+	"  bs. Named backends and stripes are virtual time only.\n"
 	"--realtime: the same run with real threads, real payload memory and real time, against\n"
 	"  the simulated server, or with --backend file:PATH a file (pwrite as flush, O_DIRECT\n"
 	"  when the filesystem takes it, fdatasync as commit; rpcs= and rpc= of --backend still\n"
