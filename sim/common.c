@@ -14,7 +14,7 @@ void sim_pauses_record(struct sim_pauses *p, uint64_t ns)
 	if (ns > p->max)
 		p->max = ns;
 	if (p->n == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 1024;
+		size_t cap = p->cap ? 2 * p->cap : 32; /* small: a run may have 10,000s */
 		uint64_t *n = realloc(p->v, cap * sizeof(*n));
 
 		if (!n)
