@@ -210,8 +210,9 @@ static const char *entry_name(const struct sim_config *c, uint32_t e)
 {
 	uint32_t kind = (e - 1) & 3, i = (e - 1) >> 2;
 
-	return kind == NAME_DOM ? c->dom[i].name : kind == NAME_GRP ? c->grp[i].name :
-								     c->bk[i].name;
+	return kind == NAME_DOM ? c->dom[i].name :
+	       kind == NAME_GRP ? c->grp[i].name :
+				  c->bk[i].name;
 }
 
 static size_t name_hash(const char *s)
@@ -580,8 +581,8 @@ int sim_parse_backend_opt(const char *spec, struct sim_config *c, char *err, siz
 
 /* A striping over the backends of list (NAME,NAME,...), size bytes on
  * each in turn, added to c->stripe: 0, or -1 with a message. */
-static int stripe_add(struct sim_config *c, char *list, uint64_t size, const char *what,
-		      char *err, size_t len)
+static int stripe_add(struct sim_config *c, char *list, uint64_t size, const char *what, char *err,
+		      size_t len)
 {
 	struct sim_stripe st = { NULL, 0, size };
 	char *p = list, *k, *v;
@@ -709,8 +710,9 @@ int sim_parse_writer(const char *spec, struct sim_config *c, char *err, size_t l
 			rc = parse_count("--writer", v, 1000000, &count, err, len);
 		else if (!strcmp(k, "backend")) {
 			if ((backend = find_backend(c, v)) < 0)
-				return MSG("--writer: backend '%s' is not defined (--backend %s:...)",
-					   v, v);
+				return MSG(
+					"--writer: backend '%s' is not defined (--backend %s:...)",
+					v, v);
 		} else if (!strcmp(k, "stripe"))
 			stripe = v;
 		else if (!strcmp(k, "stripe-size")) {

@@ -616,8 +616,8 @@ static int lustre_striped(enum sim_policy pol, bool json)
 					 i);
 				specs[n] = spec[n];
 				n++;
-				snprintf(list + strlen(list), sizeof(list) - strlen(list), "%sost%d",
-					 i ? "," : "", i);
+				snprintf(list + strlen(list), sizeof(list) - strlen(list),
+					 "%sost%d", i ? "," : "", i);
 			}
 			snprintf(spec[n], sizeof(spec[n]), "s:%s,size=1M", list);
 			specs[n] = spec[n];

@@ -763,8 +763,9 @@ int sim_realtime_check(const struct sim_config *c, char *err, size_t len)
 	int i;
 
 	if (c->nbk || c->nstripe) {
-		snprintf(err, len, "--realtime runs one backend: named backends and --stripe are "
-				   "for virtual time only");
+		snprintf(err, len,
+			 "--realtime runs one backend: named backends and --stripe are "
+			 "for virtual time only");
 		return -1;
 	}
 	for (i = 0; i < c->nwr; i++) {

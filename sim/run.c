@@ -44,7 +44,7 @@
 #define SEC 1000000000ull
 
 struct wstate {
-	us_object *o;	 /* the object of the block it writes next */
+	us_object *o;	  /* the object of the block it writes next */
 	us_object **objs; /* striped: one per backend of its stripe, else NULL */
 	uint64_t off, wait_until, done_ns, enomem;
 	struct sim_pauses pauses;
@@ -215,8 +215,8 @@ static int servers_init(const struct sim_config *c, us_engine *e, struct sim_srv
 				lay[i].bytes = c->wr[i].bytes;
 			for (j = 0; st && j < st->n; j++)
 				if (st->bk[j] == b)
-					lay[i].bytes =
-						sim_stripe_bytes(c->wr[i].bytes, st->size, st->n, j);
+					lay[i].bytes = sim_stripe_bytes(c->wr[i].bytes, st->size,
+									st->n, j);
 		}
 		if (sim_srv_init_domains(&srv[b], e, k, lay, c->nwr, c->ndom) ||
 		    us_backend_set_max_inflight(srv[b].bk, k->rpcs * k->rpc))

@@ -134,10 +134,10 @@ START_TEST(test_stripes)
 	ck_assert_uint_eq(sim_stripe_bytes(10 * MIB, 2 * MIB, 2, 1), 4 * MIB);
 	ck_assert_uint_eq(sim_stripe_bytes(MIB / 2, MIB, 4, 0), MIB / 2);
 	ck_assert_uint_eq(sim_stripe_bytes(MIB / 2, MIB, 4, 3), 0);
-	ck_assert_uint_eq(sim_stripe_bytes(9 * MIB, MIB, 4, 0) + sim_stripe_bytes(9 * MIB, MIB, 4, 1) +
-				  sim_stripe_bytes(9 * MIB, MIB, 4, 2) +
-				  sim_stripe_bytes(9 * MIB, MIB, 4, 3),
-			  9 * MIB);
+	ck_assert_uint_eq(
+		sim_stripe_bytes(9 * MIB, MIB, 4, 0) + sim_stripe_bytes(9 * MIB, MIB, 4, 1) +
+			sim_stripe_bytes(9 * MIB, MIB, 4, 2) + sim_stripe_bytes(9 * MIB, MIB, 4, 3),
+		9 * MIB);
 	sim_config_free(&c);
 }
 END_TEST
@@ -318,7 +318,8 @@ START_TEST(test_two_backends_run)
 		ck_assert_int_eq(sim_parse_domain("S,max=64M", &c, err, sizeof(err)), 0);
 		if (run != 2)
 			ck_assert_int_eq(
-				sim_parse_writer("F,bytes=1G,backend=fast", &c, err, sizeof(err)), 0);
+				sim_parse_writer("F,bytes=1G,backend=fast", &c, err, sizeof(err)),
+				0);
 		if (run != 1)
 			ck_assert_int_eq(
 				sim_parse_writer("S,bytes=128M,backend=slow", &c, err, sizeof(err)),
