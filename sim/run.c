@@ -463,9 +463,13 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 				}
 				if (c->policy == SIM_POLICY_NAIVE) {
 					/* Full: flush everything, commit, wait; and
-					 * again at each retry. */
-					us_object_flush(x->o, 0, UINT64_MAX, 0);
-					us_object_commit(x->o);
+					 * again at each retry (every stripe). */
+					for (g = 0; g < (st ? st->n : 1); g++) {
+						us_object *o = st ? x->objs[g] : x->o;
+
+						us_object_flush(o, 0, UINT64_MAX, 0);
+						us_object_commit(o);
+					}
 				}
 				us_object_reclaim(x->o, bs, &pause);
 				x->wait_until = now + (pause ? pause : MS);
