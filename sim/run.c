@@ -165,25 +165,64 @@ static uint64_t stripe_map(const struct sim_stripe *st, uint64_t off, int *j)
 }
 
 /*
+ * Where the writers' data lives. A component is a writer's data at one
+ * backend: the whole file, or one stripe of it; writer i's are cfirst[i]
+ * .. cfirst[i] + n - 1 (n: its stripes, or 1). Each server knows only its
+ * own components and their domains, by its own indices: loc[component] is
+ * the component's writer index at its server (the objects' user pointer),
+ * gdom[b][l] the config's domain of server b's domain l. Memory and setup
+ * are proportional to writers + backends + domains, not their product.
+ */
+struct layout {
+	int *cfirst, *loc;
+	int **gdom;
+	int nsrv;
+};
+
+static void layout_free(struct layout *l)
+{
+	int b;
+
+	for (b = 0; l->gdom && b < l->nsrv; b++)
+		free(l->gdom[b]);
+	free(l->gdom);
+	free(l->cfirst);
+	free(l->loc);
+	memset(l, 0, sizeof(*l));
+}
+
+/* Writer i's stripe j: its component's writer index at its server. */
+static int comp_loc(const struct layout *l, int i, int j)
+{
+	return l->loc[l->cfirst[i] + j];
+}
+
+/*
  * The servers, one per backend of the config (0: the default), each with
- * its us_backend, and the writers' layout at each: a writer's data at its
- * backend, or each of its stripes at the stripe's backend (bytes 0
- * elsewhere). The engine's first bandwidth estimate and its run size are
- * the smallest of the backends the writers use (with the default backend
- * alone: its own, as always). nwb[b]: the writers that use backend b.
+ * its us_backend and the components it holds. The engine's first bandwidth
+ * estimate and its run size are the smallest of the backends the writers
+ * use (with the default backend alone: its own, as always). nwb[b]: the
+ * components at backend b.
  */
 static int servers_init(const struct sim_config *c, us_engine *e, struct sim_srv *srv, int nsrv,
-			int *nwb, char *err, size_t len)
+			int *nwb, struct layout *l, char *err, size_t len)
 {
-	struct sim_srv_writer *lay;
+	struct sim_srv_writer *lay = NULL;
 	uint64_t init_bw = UINT64_MAX, rpc = UINT64_MAX;
-	size_t nw = c->nwr ? (size_t)c->nwr : 1;
+	size_t ncomp = 0, *off = NULL, *fill = NULL;
+	int *stamp = NULL, *lidx = NULL;
 	int b, i, j, rc = 0;
 
+	l->nsrv = nsrv;
+	l->cfirst = calloc(c->nwr ? (size_t)c->nwr : 1, sizeof(*l->cfirst));
+	l->gdom = calloc((size_t)nsrv, sizeof(*l->gdom));
+	if (!l->cfirst || !l->gdom)
+		return FAIL("out of memory for %d writers", c->nwr);
 	for (i = 0; i < c->nwr; i++) {
 		const struct sim_stripe *st = stripe_of(c, i);
 
-		for (j = 0; j < (st ? st->n : 1); j++)
+		l->cfirst[i] = (int)ncomp;
+		for (j = 0; j < (st ? st->n : 1); j++, ncomp++)
 			nwb[st ? st->bk[j] : c->wr[i].backend]++;
 	}
 	for (b = 0; b < nsrv; b++)
@@ -201,44 +240,82 @@ static int servers_init(const struct sim_config *c, us_engine *e, struct sim_srv
 	    us_engine_set_param(e, US_PARAM_FORCE_COMMIT, c->policy == SIM_POLICY_UNSTABLE) ||
 	    us_engine_set_param(e, US_PARAM_MAX_FLUSH_BYTES, rpc))
 		return FAIL("cannot set up the engine");
-	lay = calloc(nw, sizeof(*lay));
-	if (!lay)
-		return FAIL("out of memory for %d writers", c->nwr);
+	l->loc = calloc(ncomp ? ncomp : 1, sizeof(*l->loc));
+	lay = calloc(ncomp ? ncomp : 1, sizeof(*lay));
+	off = calloc((size_t)nsrv + 1, sizeof(*off));
+	fill = calloc((size_t)nsrv, sizeof(*fill));
+	stamp = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*stamp));
+	lidx = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*lidx));
+	if (!l->loc || !lay || !off || !fill || !stamp || !lidx) {
+		FAIL("out of memory for %d writers", c->nwr);
+		goto out;
+	}
+	/* Each server's components side by side in lay, in writer order. */
+	for (b = 0; b < nsrv; b++)
+		off[b + 1] = off[b] + (size_t)nwb[b];
+	for (i = 0; i < c->nwr; i++) {
+		const struct sim_stripe *st = stripe_of(c, i);
+
+		for (j = 0; j < (st ? st->n : 1); j++) {
+			size_t pos;
+
+			b = st ? st->bk[j] : c->wr[i].backend;
+			pos = off[b] + fill[b]++;
+			l->loc[l->cfirst[i] + j] = (int)(pos - off[b]);
+			lay[pos] = (struct sim_srv_writer){
+				st ? sim_stripe_bytes(c->wr[i].bytes, st->size, st->n, j) :
+				     c->wr[i].bytes,
+				c->wr[i].bs, c->wr[i].domain
+			};
+		}
+	}
 	for (b = 0; b < nsrv && !rc; b++) {
 		const struct sim_backend *k = sim_config_backend(c, b);
+		size_t q;
+		int nl = 0;
 
-		for (i = 0; i < c->nwr; i++) {
-			const struct sim_stripe *st = stripe_of(c, i);
-
-			lay[i] = (struct sim_srv_writer){ 0, c->wr[i].bs, c->wr[i].domain };
-			if (!st && c->wr[i].backend == b)
-				lay[i].bytes = c->wr[i].bytes;
-			for (j = 0; st && j < st->n; j++)
-				if (st->bk[j] == b)
-					lay[i].bytes = sim_stripe_bytes(c->wr[i].bytes, st->size,
-									st->n, j);
+		/* The server's own domains, in order of first appearance. */
+		l->gdom[b] = calloc(nwb[b] ? (size_t)nwb[b] : 1, sizeof(*l->gdom[b]));
+		if (!l->gdom[b]) {
+			FAIL("out of memory for backend %s", b ? k->name : "default");
+			break;
 		}
-		if (sim_srv_init_domains(&srv[b], e, k, lay, c->nwr, c->ndom) ||
+		for (q = off[b]; q < off[b + 1]; q++) {
+			int d = lay[q].domain;
+
+			if (stamp[d] != b + 1) {
+				stamp[d] = b + 1;
+				lidx[d] = nl;
+				l->gdom[b][nl++] = d;
+			}
+			lay[q].domain = lidx[d];
+		}
+		if (sim_srv_init_domains(&srv[b], e, k, lay + off[b], nwb[b], nl) ||
 		    us_backend_set_max_inflight(srv[b].bk, k->rpcs * k->rpc))
 			FAIL("cannot set up backend %s", b ? k->name : "default");
 	}
+out:
 	free(lay);
+	free(off);
+	free(fill);
+	free(stamp);
+	free(lidx);
 	return rc;
 }
 
 /* The bytes of writer i's file (written bytes of it) not durable at its
  * servers as last written: over each of its stripes if striped. */
-static uint64_t writer_lost(const struct sim_config *c, const struct sim_srv *srv, int i,
-			    uint64_t written)
+static uint64_t writer_lost(const struct sim_config *c, const struct layout *l,
+			    const struct sim_srv *srv, int i, uint64_t written)
 {
 	const struct sim_stripe *st = stripe_of(c, i);
 	uint64_t lost = 0;
 	int j;
 
 	if (!st)
-		return sim_srv_lost_bytes(&srv[c->wr[i].backend], i, written);
+		return sim_srv_lost_bytes(&srv[c->wr[i].backend], comp_loc(l, i, 0), written);
 	for (j = 0; j < st->n; j++)
-		lost += sim_srv_lost_bytes(&srv[st->bk[j]], i,
+		lost += sim_srv_lost_bytes(&srv[st->bk[j]], comp_loc(l, i, j),
 					   sim_stripe_bytes(written, st->size, st->n, j));
 	return lost;
 }
@@ -283,6 +360,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 {
 	struct us_engine_options opts;
 	struct sim_srv *srv = NULL;
+	struct layout lay = { NULL, NULL, NULL, 0 };
 	int nsrv = 1 + c->nbk, *nwb = NULL;
 	us_backend **bks = NULL;
 	uint64_t *flushes = NULL, *dom_commits = NULL, server_commits = 0;
@@ -355,7 +433,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	}
 	/* The client knows its link's speed: the engine's first estimate of
 	 * the clean-out rate, before it has measured anything (all policies). */
-	if (servers_init(c, e, srv, nsrv, nwb, err, len)) {
+	if (servers_init(c, e, srv, nsrv, nwb, &lay, err, len)) {
 		rc = -1;
 		goto out;
 	}
@@ -372,7 +450,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			w[i].objs = calloc((size_t)st->n, sizeof(*w[i].objs));
 			for (j = 0; w[i].objs && j < (size_t)st->n; j++)
 				if (us_object_create(srv[st->bk[j]].bk, dom[c->wr[i].domain],
-						     (void *)(intptr_t)i, &w[i].objs[j]))
+						     (void *)(intptr_t)comp_loc(&lay, i, (int)j),
+						     &w[i].objs[j]))
 					break;
 			if (!w[i].objs || j < (size_t)st->n) {
 				FAIL("cannot create writer %d", i);
@@ -380,7 +459,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			}
 			w[i].o = w[i].objs[0];
 		} else if (us_object_create(srv[c->wr[i].backend].bk, dom[c->wr[i].domain],
-					    (void *)(intptr_t)i, &w[i].o)) {
+					    (void *)(intptr_t)comp_loc(&lay, i, 0), &w[i].o)) {
 			FAIL("cannot create writer %d", i);
 			goto out;
 		}
@@ -487,7 +566,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 				continue;
 			}
 			/* The writer writes the block: a new version of it. */
-			sim_srv_dirtied(&srv[st ? st->bk[sj] : cw->backend], i, ooff);
+			sim_srv_dirtied(&srv[st ? st->bk[sj] : cw->backend], comp_loc(&lay, i, sj),
+					ooff);
 			g = us_buf_dirty(b, &pause);
 			us_buf_put(b);
 			x->off += bs;
@@ -555,7 +635,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		wr->max_pause_ns = w[i].pauses.max;
 		wr->p99_pause_ns = sim_pauses_p99(&w[i].pauses);
 		/* Measured: the blocks not at the server as last written. */
-		wr->lost_bytes = writer_lost(c, srv, i, w[i].off);
+		wr->lost_bytes = writer_lost(c, &lay, srv, i, w[i].off);
 		wr->throughput = wr->done_ns ? (double)wr->bytes / ((double)wr->done_ns / SEC) : 0;
 		/* Writers share a backend: each may expect an equal share. */
 		wr->ceiling = writer_ceiling(c, nwb, i);
@@ -564,9 +644,9 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	for (j = 0; j < (size_t)nsrv; j++) {
 		bks[j] = srv[j].bk;
 		server_commits += srv[j].cm.commits;
-		for (i = 0; i < c->ndom; i++) {
-			flushes[i] += srv[j].flushes[i];
-			dom_commits[i] += srv[j].dom_commits[i];
+		for (i = 0; i < srv[j].ndom; i++) {
+			flushes[lay.gdom[j][i]] += srv[j].flushes[i];
+			dom_commits[lay.gdom[j][i]] += srv[j].dom_commits[i];
 		}
 	}
 	sim_result_fill(r, c, dom, bks, nsrv, dom_commits, flushes, server_commits);
@@ -600,6 +680,7 @@ out:
 	if (trace)
 		fclose(trace);
 	free(srv);
+	layout_free(&lay);
 	free(nwb);
 	free(bks);
 	free(flushes);
