@@ -262,11 +262,11 @@ static int servers_init(const struct sim_config *c, us_engine *e, struct sim_srv
 			b = st ? st->bk[j] : c->wr[i].backend;
 			pos = off[b] + fill[b]++;
 			l->loc[l->cfirst[i] + j] = (int)(pos - off[b]);
-			lay[pos] = (struct sim_srv_writer){
-				st ? sim_stripe_bytes(c->wr[i].bytes, st->size, st->n, j) :
-				     c->wr[i].bytes,
-				c->wr[i].bs, c->wr[i].domain
-			};
+			lay[pos] =
+				(struct sim_srv_writer){ st ? sim_stripe_bytes(c->wr[i].bytes,
+									       st->size, st->n, j) :
+							      c->wr[i].bytes,
+							 c->wr[i].bs, c->wr[i].domain };
 		}
 	}
 	for (b = 0; b < nsrv && !rc; b++) {
