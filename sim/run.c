@@ -10,7 +10,11 @@
  * at bw, each answered lat later, acknowledged unstable with a transaction
  * number. It commits everything acknowledged so far every commit_interval,
  * when journal bytes are uncommitted, or when the client asks (sync), each
- * commit taking commit_lat; then commit_done(its last transaction).
+ * commit taking commit_lat (plus its bytes / commit_bps when given); then
+ * commit_done(its last transaction). Each backend of the config is such a
+ * server of its own (its own link, requests in flight, journal and
+ * commits); a writer writes to its backend, or, striped, block by block
+ * round robin to one object per backend of its stripe (struct layout).
  *
  * lost_bytes is measured: each time a writer dirties a block it makes a new
  * version of it (sim_srv_dirtied()); each write carries the checksum of the

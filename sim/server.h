@@ -19,8 +19,9 @@
  *   uncommitted, or when the engine asks (sync); a request for a commit
  *   while one runs starts exactly one more after it.
  *
- * Checksums. The objects of the engine are the writers': an object's user
- * pointer is its writer's index, (void *)(intptr_t)i, and writer i's data
+ * Checksums. The objects of the engine are the writers' (of a striped
+ * writer, each stripe at its server is one): an object's user pointer is
+ * its writer's index at this server, (void *)(intptr_t)i, and writer i's data
  * is laid out in blocks of bs bytes (buffer at offset o: block o / bs).
  * Each time a writer dirties a block it bumps the block's generation
  * (sim_srv_dirtied()); a flush request carries, per buffer, the checksum of
