@@ -13,8 +13,9 @@
  *   (busy_until + lat), acknowledged unstable with the next transaction
  *   number.
  * - A commit covers every transaction acknowledged when it starts and lasts
- *   commit_lat; then the blocks whose last write it covers are durable and
- *   the engine gets commit_done(its last transaction). A commit starts
+ *   commit_lat (plus its bytes / commit_bps when given); then the blocks
+ *   whose last write it covers are durable and the engine gets
+ *   commit_done(its last transaction). A commit starts
  *   every commit_interval (unless one is running), when journal bytes are
  *   uncommitted, or when the engine asks (sync); a request for a commit
  *   while one runs starts exactly one more after it.
