@@ -129,6 +129,29 @@ static int next_kv(char **p, char **k, char **v)
 	return 1;
 }
 
+/* TIME, or TIME+RATE: a commit takes TIME and its uncommitted bytes / RATE. */
+static int commit_lat(const char *v, struct sim_backend *b, char *err, size_t len)
+{
+	char buf[128], *plus;
+
+	if (strlen(v) >= sizeof(buf))
+		return MSG("--backend: commit-lat '%s' is too long", v);
+	strcpy(buf, v);
+	plus = strchr(buf, '+');
+	if (plus)
+		*plus++ = 0;
+	if (sim_parse_time(buf, &b->commit_lat, err, len))
+		return MSG("--backend: bad commit-lat '%s': expected TIME or TIME+RATE, like "
+			   "5ms+500M/s",
+			   v);
+	b->commit_bps = 0;
+	if (plus && sim_parse_rate(plus, &b->commit_bps, err, len))
+		return MSG("--backend: bad commit-lat '%s': after the '+', a disk speed like "
+			   "500M/s",
+			   v);
+	return 0;
+}
+
 int sim_parse_backend(const char *spec, struct sim_backend *b, char *err, size_t len)
 {
 	char buf[512], *p = buf, *k, *v;
@@ -155,7 +178,7 @@ int sim_parse_backend(const char *spec, struct sim_backend *b, char *err, size_t
 		else if (!strcmp(k, "commit-interval"))
 			rc = sim_parse_time(v, &b->commit_interval, err, len);
 		else if (!strcmp(k, "commit-lat"))
-			rc = sim_parse_time(v, &b->commit_lat, err, len);
+			rc = commit_lat(v, b, err, len);
 		else if (!strcmp(k, "journal"))
 			rc = sim_parse_size(v, &b->journal, err, len);
 		else
@@ -168,14 +191,145 @@ int sim_parse_backend(const char *spec, struct sim_backend *b, char *err, size_t
 	return 0;
 }
 
+/*
+ * The names of the config's domains, groups and backends in one hash table
+ * (open addressing), so that a lookup costs O(1) and parsing N domains
+ * O(N). Entries are indexed lazily, at the next lookup: those the parsers
+ * add and those a caller filled in directly alike. Without memory for it,
+ * the lookups fall back to a linear search.
+ */
+enum { NAME_DOM = 0, NAME_GRP = 1, NAME_BK = 2 };
+
+struct sim_name_index {
+	uint32_t *slot; /* 0: empty; else 1 + (index << 2 | kind) */
+	size_t cap, n;
+	int ndom, ngrp, nbk; /* how many of each are indexed */
+};
+
+static const char *entry_name(const struct sim_config *c, uint32_t e)
+{
+	uint32_t kind = (e - 1) & 3, i = (e - 1) >> 2;
+
+	return kind == NAME_DOM ? c->dom[i].name :
+	       kind == NAME_GRP ? c->grp[i].name :
+				  c->bk[i].name;
+}
+
+static size_t name_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+	return (size_t)(h ^ h >> 29);
+}
+
+/* The index of the name of that kind, or -1. */
+static int index_find(const struct sim_config *c, const struct sim_name_index *x, int kind,
+		      const char *name)
+{
+	size_t m = x->cap - 1, h = name_hash(name) & m;
+
+	if (!x->cap)
+		return -1;
+	for (; x->slot[h]; h = (h + 1) & m) {
+		uint32_t e = x->slot[h];
+
+		if ((int)((e - 1) & 3) == kind && !strcmp(entry_name(c, e), name))
+			return (int)((e - 1) >> 2);
+	}
+	return -1;
+}
+
+static int index_add(struct sim_config *c, int kind, int i)
+{
+	struct sim_name_index *x = c->names;
+	uint32_t e = ((uint32_t)i << 2 | (uint32_t)kind) + 1;
+	size_t m, h;
+
+	if (2 * (x->n + 1) > x->cap) {
+		size_t cap = x->cap ? 2 * x->cap : 64, k;
+		uint32_t *old = x->slot, *v = calloc(cap, sizeof(*v));
+
+		if (!v)
+			return -1;
+		for (k = 0; k < x->cap; k++)
+			if (old[k]) {
+				for (h = name_hash(entry_name(c, old[k])) & (cap - 1); v[h];
+				     h = (h + 1) & (cap - 1))
+					;
+				v[h] = old[k];
+			}
+		free(old);
+		x->slot = v;
+		x->cap = cap;
+	}
+	if (index_find(c, x, kind, entry_name(c, e)) >= 0)
+		return 0; /* the first of a name given twice stays */
+	m = x->cap - 1;
+	for (h = name_hash(entry_name(c, e)) & m; x->slot[h]; h = (h + 1) & m)
+		;
+	x->slot[h] = e;
+	x->n++;
+	return 0;
+}
+
+/* Indexes the entries added since the last lookup: 0, or -1 without memory. */
+static int index_sync(const struct sim_config *cc)
+{
+	struct sim_config *c = (struct sim_config *)cc; /* the index is a cache */
+	struct sim_name_index *x = c->names;
+
+	if (!x) {
+		x = calloc(1, sizeof(*x));
+		if (!x)
+			return -1;
+		c->names = x;
+	}
+	if (x->ndom > c->ndom || x->ngrp > c->ngrp || x->nbk > c->nbk) {
+		/* Entries went away (a failed group): index again. */
+		free(x->slot);
+		memset(x, 0, sizeof(*x));
+	}
+	for (; x->ndom < c->ndom; x->ndom++)
+		if (index_add(c, NAME_DOM, x->ndom))
+			return -1;
+	for (; x->ngrp < c->ngrp; x->ngrp++)
+		if (index_add(c, NAME_GRP, x->ngrp))
+			return -1;
+	for (; x->nbk < c->nbk; x->nbk++)
+		if (index_add(c, NAME_BK, x->nbk))
+			return -1;
+	return 0;
+}
+
+static int find_name(const struct sim_config *c, int kind, const char *name)
+{
+	int i, n = kind == NAME_DOM ? c->ndom : kind == NAME_GRP ? c->ngrp : c->nbk;
+
+	if (index_sync(c) == 0)
+		return index_find(c, c->names, kind, name);
+	for (i = 0; i < n; i++) /* no memory for the index */
+		if (!strcmp(entry_name(c, ((uint32_t)i << 2 | (uint32_t)kind) + 1), name))
+			return i;
+	return -1;
+}
+
 static int find_domain(const struct sim_config *c, const char *name)
+{
+	return find_name(c, NAME_DOM, name);
+}
+
+/* A backend's index as struct sim_config counts them (0: the default,
+ * also called "default"), or -1. */
+static int find_backend(const struct sim_config *c, const char *name)
 {
 	int i;
 
-	for (i = 0; i < c->ndom; i++)
-		if (!strcmp(c->dom[i].name, name))
-			return i;
-	return -1;
+	if (!strcmp(name, "default"))
+		return 0;
+	i = find_name(c, NAME_BK, name);
+	return i < 0 ? -1 : i + 1;
 }
 
 /* SIZE or PCT% */
@@ -213,12 +367,7 @@ static int parse_count(const char *what, const char *v, long max, int *out, char
 
 static int find_group(const struct sim_config *c, const char *name)
 {
-	int i;
-
-	for (i = 0; i < c->ngrp; i++)
-		if (!strcmp(c->grp[i].name, name))
-			return i;
-	return -1;
+	return find_name(c, NAME_GRP, name);
 }
 
 /* Grows an array of *cap elements of size bytes to hold n + 1. */
@@ -376,6 +525,144 @@ int sim_parse_domain(const char *spec, struct sim_config *c, char *err, size_t l
 	return 0;
 }
 
+/* Whether a backend's name is one: not empty, none of ",=+:". */
+static bool good_name(const char *s, size_t max)
+{
+	return *s && strlen(s) < max && !strpbrk(s, ",=+:") && strcmp(s, "default") &&
+	       strcmp(s, "none") && strncmp(s, "file", 5);
+}
+
+int sim_parse_backend_opt(const char *spec, struct sim_config *c, char *err, size_t len)
+{
+	const char *colon = strchr(spec, ':'), *eq = strchr(spec, '=');
+	struct sim_backend b;
+	char name[sizeof(b.name)];
+	size_t n;
+	int i;
+
+	if (!colon || (eq && eq < colon))
+		return sim_parse_backend(spec, &c->backend, err, len);
+	n = (size_t)(colon - spec);
+	if (n >= sizeof(name))
+		return MSG("--backend: the name '%.*s' is too long", (int)n, spec);
+	memcpy(name, spec, n);
+	name[n] = 0;
+	if (!good_name(name, sizeof(name)))
+		return MSG("--backend: bad name '%s' (not empty, no ',', '=', '+' or ':', not "
+			   "default, none or file)",
+			   name);
+	i = find_backend(c, name);
+	if (i > 0) {
+		b = c->bk[i - 1];
+	} else {
+		/* A new one starts from the built-in figures. */
+		struct sim_config d;
+
+		sim_config_init(&d);
+		b = d.backend;
+		strcpy(b.name, name);
+	}
+	if (colon[1] && sim_parse_backend(colon + 1, &b, err, len))
+		return -1;
+	if (i > 0) {
+		c->bk[i - 1] = b;
+		return 0;
+	}
+	{
+		struct sim_backend *v = room(c->bk, sizeof(*v), c->nbk, &c->bk_cap);
+
+		if (!v)
+			return MSG("--backend: out of memory");
+		c->bk = v;
+	}
+	c->bk[c->nbk++] = b;
+	return 0;
+}
+
+/* A striping over the backends of list (NAME,NAME,...), size bytes on
+ * each in turn, added to c->stripe: 0, or -1 with a message. */
+static int stripe_add(struct sim_config *c, char *list, uint64_t size, const char *what, char *err,
+		      size_t len)
+{
+	struct sim_stripe st = { NULL, 0, size };
+	char *p = list, *k, *v;
+	int cap = 0;
+
+	if (!size)
+		return MSG("%s: the stripe size must not be 0", what);
+	while (next_kv(&p, &k, &v)) {
+		int i = v ? -1 : find_backend(c, k), j;
+
+		if (i < 0) {
+			free(st.bk);
+			if (v)
+				return MSG("%s: '%s=%s' is not a backend name", what, k, v);
+			return MSG("%s: stripe over an unknown backend '%s' (--backend %s:...)",
+				   what, k, k);
+		}
+		for (j = 0; j < st.n; j++)
+			if (st.bk[j] == i) {
+				free(st.bk);
+				return MSG("%s: backend '%s' twice in one stripe", what, k);
+			}
+		{
+			int *nb = room(st.bk, sizeof(*nb), st.n, &cap);
+
+			if (!nb) {
+				free(st.bk);
+				return MSG("%s: out of memory", what);
+			}
+			st.bk = nb;
+		}
+		st.bk[st.n++] = i;
+	}
+	if (!st.n)
+		return MSG("%s: a stripe needs at least one backend", what);
+	{
+		struct sim_stripe *v2 = room(c->stripe, sizeof(*v2), c->nstripe, &c->stripe_cap);
+
+		if (!v2) {
+			free(st.bk);
+			return MSG("%s: out of memory", what);
+		}
+		c->stripe = v2;
+	}
+	c->stripe[c->nstripe++] = st;
+	return 0;
+}
+
+int sim_parse_stripe(const char *spec, struct sim_config *c, char *err, size_t len)
+{
+	char buf[1024], *names = buf, *sz;
+	uint64_t size = 1 << 20;
+
+	if (strlen(spec) >= sizeof(buf))
+		return MSG("--stripe: too long");
+	if (!strcmp(spec, "none")) {
+		c->cur_stripe = 0;
+		return 0;
+	}
+	strcpy(buf, spec);
+	/* size= is the last field, or none */
+	sz = strstr(buf, "size=");
+	if (sz) {
+		if (sz != buf && sz[-1] != ',')
+			return MSG("--stripe: bad field before 'size='");
+		if (sz != buf)
+			sz[-1] = 0;
+		else
+			names = sz + strlen(sz); /* no names */
+		if (strchr(sz, ','))
+			return MSG("--stripe: size=SIZE comes last");
+		if (sim_parse_size(sz + 5, &size, err, len))
+			return -1;
+	}
+	if (stripe_add(c, names, size, "--stripe", err, len))
+		return -1;
+	c->cur_stripe = c->nstripe;
+	return 0;
+}
+
 /*
  * DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]: one
  * writer in DOMAIN, or count=N of them; DOMAIN may name a group made by
@@ -384,8 +671,11 @@ int sim_parse_domain(const char *spec, struct sim_config *c, char *err, size_t l
 int sim_parse_writer(const char *spec, struct sim_config *c, char *err, size_t len)
 {
 	char buf[512], *p = buf, *k, *v;
-	struct sim_writer w = { .domain = -1, .bs = 1 << 20 };
-	int first = 1, count = 1, group = -1, ndom = 1, i, j;
+	struct sim_writer w = { .domain = -1, .bs = 1 << 20, .stripe = c->cur_stripe };
+	int first = 1, count = 1, group = -1, ndom = 1, i, j, backend = -1;
+	char *stripe = NULL;
+	uint64_t ssize = 1 << 20;
+	bool has_ssize = false;
 
 	if (strlen(spec) >= sizeof(buf))
 		return MSG("--writer: too long");
@@ -418,7 +708,17 @@ int sim_parse_writer(const char *spec, struct sim_config *c, char *err, size_t l
 			rc = sim_parse_rate(v, &w.rate, err, len);
 		else if (!strcmp(k, "count"))
 			rc = parse_count("--writer", v, 1000000, &count, err, len);
-		else
+		else if (!strcmp(k, "backend")) {
+			if ((backend = find_backend(c, v)) < 0)
+				return MSG(
+					"--writer: backend '%s' is not defined (--backend %s:...)",
+					v, v);
+		} else if (!strcmp(k, "stripe"))
+			stripe = v;
+		else if (!strcmp(k, "stripe-size")) {
+			rc = sim_parse_size(v, &ssize, err, len);
+			has_ssize = true;
+		} else
 			return MSG("--writer: unknown key '%s'", k);
 		if (rc)
 			return -1;
@@ -431,6 +731,28 @@ int sim_parse_writer(const char *spec, struct sim_config *c, char *err, size_t l
 		return MSG("--writer: bs must be between 1 and 1G");
 	if ((long long)count * ndom > 1000000)
 		return MSG("--writer: at most 1000000 writers at once");
+	if (has_ssize && !stripe)
+		return MSG("--writer: stripe-size= goes with stripe=NAME1+NAME2...");
+	if (backend >= 0 && stripe)
+		return MSG("--writer: backend= or stripe=, not both");
+	if (backend >= 0) {
+		w.backend = backend;
+		w.stripe = 0; /* its own backend, not the --stripe before it */
+	}
+	if (stripe) {
+		char *q;
+
+		for (q = stripe; *q; q++)
+			if (*q == '+')
+				*q = ',';
+		if (stripe_add(c, stripe, ssize, "--writer: stripe=", err, len))
+			return -1;
+		w.stripe = c->nstripe;
+	}
+	if (w.stripe && c->stripe[w.stripe - 1].size % w.bs)
+		return MSG("--writer: the stripe size (%llu) must be a multiple of bs (%llu)",
+			   (unsigned long long)c->stripe[w.stripe - 1].size,
+			   (unsigned long long)w.bs);
 	for (i = 0; i < ndom; i++)
 		for (j = 0; j < count; j++) {
 			struct sim_writer *slot = sim_config_writer(c);
@@ -446,6 +768,19 @@ int sim_parse_writer(const char *spec, struct sim_config *c, char *err, size_t l
 
 void sim_config_free(struct sim_config *c)
 {
+	int i;
+
+	for (i = 0; i < c->nstripe; i++)
+		free(c->stripe[i].bk);
+	free(c->stripe);
+	free(c->bk);
+	if (c->names)
+		free(c->names->slot);
+	free(c->names);
+	c->stripe = NULL;
+	c->bk = NULL;
+	c->names = NULL;
+	c->nstripe = c->stripe_cap = c->nbk = c->bk_cap = c->cur_stripe = 0;
 	free(c->dom);
 	free(c->wr);
 	free(c->grp);

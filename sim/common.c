@@ -14,7 +14,7 @@ void sim_pauses_record(struct sim_pauses *p, uint64_t ns)
 	if (ns > p->max)
 		p->max = ns;
 	if (p->n == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 1024;
+		size_t cap = p->cap ? 2 * p->cap : 32; /* small: a run may have 10,000s */
 		uint64_t *n = realloc(p->v, cap * sizeof(*n));
 
 		if (!n)
@@ -94,6 +94,7 @@ void sim_commit_init(struct sim_commit *m, const struct sim_backend *b, uint64_t
 {
 	memset(m, 0, sizeof(*m));
 	m->lat = b->commit_lat;
+	m->bps = b->commit_bps;
 	m->interval = b->commit_interval;
 	m->journal = b->journal;
 	m->next_periodic = first;
@@ -104,6 +105,8 @@ static void commit_start(struct sim_commit *m, uint64_t now)
 	m->committing = true;
 	m->covers = m->txn;
 	m->end = now + m->lat;
+	if (m->bps)
+		m->end += (uint64_t)((double)m->uncommitted * 1e9 / (double)m->bps);
 	m->uncommitted = 0;
 	m->commits++;
 }
@@ -172,10 +175,9 @@ void sim_result_free(struct sim_result *r)
 }
 
 void sim_result_fill(struct sim_result *r, const struct sim_config *c, us_domain *const *dom,
-		     us_backend *bk, const uint64_t *dom_commits, const uint64_t *flushes,
-		     uint64_t server_commits)
+		     us_backend *const *bk, int nbk, const uint64_t *dom_commits,
+		     const uint64_t *flushes, uint64_t server_commits)
 {
-	struct us_backend_stats bs = { .size = sizeof(bs) };
 	double sum = 0, sq = 0;
 	int i;
 
@@ -194,7 +196,12 @@ void sim_result_fill(struct sim_result *r, const struct sim_config *c, us_domain
 		r->dom[i].commits = dom_commits[i];
 		r->dom[i].flushes = flushes[i];
 	}
-	us_backend_stats(bk, &bs);
-	r->commits_asked = bs.commit_calls + bs.sync_calls;
+	r->commits_asked = 0;
+	for (i = 0; i < nbk; i++) {
+		struct us_backend_stats bs = { .size = sizeof(bs) };
+
+		us_backend_stats(bk[i], &bs);
+		r->commits_asked += bs.commit_calls + bs.sync_calls;
+	}
 	r->server_commits = server_commits;
 }

@@ -66,12 +66,14 @@ void sim_landq_free(struct sim_landq *q);
 
 /*
  * A commit covers every transaction acknowledged when it starts and lasts
- * lat. One starts every interval (unless one is running), when journal
+ * lat, plus, with bps, the bytes it covers / bps (a disk writing them: an
+ * NFS COMMIT's cost grows with the data). One starts every interval (unless one is running), when journal
  * bytes are uncommitted, or when asked; an ask while one runs starts
  * exactly one more after it.
  */
 struct sim_commit {
 	uint64_t lat, interval, journal; /* the backend's figures */
+	uint64_t bps;			 /* its commit_bps: 0, or bytes/s */
 	uint64_t txn;			 /* the last transaction acknowledged */
 	uint64_t uncommitted;		 /* bytes acknowledged since a commit started */
 	bool committing, asked;		 /* a commit runs; another asked after it */
@@ -119,11 +121,11 @@ uint64_t sim_commit_next(const struct sim_commit *m);
  * What both modes report alike, once the writers' throughput is in r: the
  * Jain index over the c->nwr writers, per domain of dom[0..c->ndom) its
  * peak charged bytes and ENOMEM count (the engine's), its commits and
- * flushes (the server's counts), the commits the engine asked of backend
- * bk and the commits the server made.
+ * flushes (the servers' counts), the commits the engine asked of the nbk
+ * backends bk[] and the commits the servers made.
  */
 void sim_result_fill(struct sim_result *r, const struct sim_config *c, us_domain *const *dom,
-		     us_backend *bk, const uint64_t *dom_commits, const uint64_t *flushes,
-		     uint64_t server_commits);
+		     us_backend *const *bk, int nbk, const uint64_t *dom_commits,
+		     const uint64_t *flushes, uint64_t server_commits);
 
 #endif

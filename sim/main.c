@@ -7,11 +7,13 @@
  *
  *   unstable-sim [--json] [--scenario NAME]
  *     [--policy unstable|no-forced-commit|naive|no-reclaim-wait]
- *     [--memory SIZE] [--backend bw=RATE,lat=TIME,rpcs=N,rpc=SIZE,
- *        commit-interval=TIME,commit-lat=TIME,journal=SIZE]
+ *     [--memory SIZE] [--backend [NAME:]bw=RATE,lat=TIME,rpcs=N,rpc=SIZE,
+ *        commit-interval=TIME,commit-lat=TIME[+RATE],journal=SIZE]...
+ *     [--stripe NAME,NAME...[,size=SIZE]|none]...
  *     [--domain NAME[,count=N][,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%]
  *        [,dirty=SIZE|PCT%]]...
- *     [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]]...
+ *     [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]
+ *        [,backend=NAME|,stripe=NAME+NAME...[,stripe-size=SIZE]]]...
  *     [--seed N] [--trace FILE.csv] [--realtime [--backend file:PATH]]
  *
  * Sizes take K/M/G/T (powers of 1024), rates SIZE/s, times ns/us/ms/s. Bad
@@ -36,15 +38,27 @@
 static const char *usage =
 	"usage: unstable-sim [--json] [--scenario NAME]\n"
 	"  [--policy unstable|no-forced-commit|naive|no-reclaim-wait]\n"
-	"  [--memory SIZE] [--backend bw=RATE,lat=TIME,rpcs=N,rpc=SIZE,commit-interval=TIME,\n"
-	"     commit-lat=TIME,journal=SIZE]\n"
+	"  [--memory SIZE] [--backend [NAME:]bw=RATE,lat=TIME,rpcs=N,rpc=SIZE,commit-interval=TIME,\n"
+	"     commit-lat=TIME[+RATE],journal=SIZE]... [--stripe NAME,NAME...[,size=SIZE]|none]...\n"
 	"  [--domain NAME[,count=N][,parent=NAME][,max=SIZE][,high=SIZE][,bg=SIZE|PCT%]\n"
 	"     [,dirty=SIZE|PCT%]]...\n"
-	"  [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]]... [--seed N]\n"
+	"  [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]\n"
+	"     [,backend=NAME|,stripe=NAME+NAME...[,stripe-size=SIZE]]]... [--seed N]\n"
 	"  [--trace FILE.csv] [--realtime [--backend file:PATH]]\n"
 	"scenarios: lustre-1 (dd of 128G..1T through 512G), lustre-2 (one dd at 2x, 1x, 0.5x\n"
 	"  memcg limits of 1G..64G), lustre-3 (8 memcgs of 8G, 16G each), lustre-4 (a limited\n"
-	"  dd beside an unlimited one), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all)\n"
+	"  dd beside an unlimited one), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all\n"
+	"  five); lustre-striped (1 and 8 dd striped over 1, 4 and 16 OSTs), two-backends (a\n"
+	"  fast and a slow backend: separate domains, one domain, one parent)\n"
+	"--backend KEY=VALUE,...: the default backend; --backend NAME:KEY=VALUE,... a named one\n"
+	"  (from the built-in figures; given again, changed), each its own server with its own\n"
+	"  requests in flight, journal and commits. commit-lat=5ms+500M/s: a commit takes 5 ms\n"
+	"  plus its uncommitted bytes at 500M/s (an NFS COMMIT's cost); plain TIME: fixed.\n"
+	"--writer ...,backend=NAME: its data goes to NAME (default: the default backend).\n"
+	"--writer ...,stripe=A+B+C,stripe-size=1M: its file striped round robin over A, B, C,\n"
+	"  1M on each in turn (one object per backend). --stripe A,B,C,size=1M does the same\n"
+	"  for every --writer after it (until --stripe none); the stripe size is a multiple of\n"
+	"  bs. Named backends and stripes are virtual time only.\n"
 	"--realtime: the same run with real threads, real payload memory and real time, against\n"
 	"  the simulated server, or with --backend file:PATH a file (pwrite as flush, O_DIRECT\n"
 	"  when the filesystem takes it, fdatasync as commit; rpcs= and rpc= of --backend still\n"
@@ -142,18 +156,49 @@ static int bad(const char *msg)
 	return 2;
 }
 
-/* The part of the backend's bandwidth it used over the whole run: bytes it
- * wrote / (bw x run time); 0 when not measured (real time). */
+/* The bandwidth of the backends the writers use: the default's, or the sum
+ * of those named by a writer or its striping. */
+static uint64_t backend_bw(const struct sim_config *c)
+{
+	bool *used = calloc((size_t)c->nbk + 1, sizeof(*used));
+	uint64_t bw = 0;
+	int b, i, k;
+
+	if (!used)
+		return c->backend.bw;
+	for (i = 0; i < c->nwr; i++) {
+		const struct sim_writer *w = &c->wr[i];
+
+		if (w->stripe) {
+			const struct sim_stripe *st = &c->stripe[w->stripe - 1];
+
+			for (k = 0; k < st->n; k++)
+				used[st->bk[k]] = true;
+		} else {
+			used[w->backend] = true;
+		}
+	}
+	for (b = 0; b <= c->nbk; b++)
+		if (used[b])
+			bw += b ? c->bk[b - 1].bw : c->backend.bw;
+	free(used);
+	return bw ? bw : c->backend.bw;
+}
+
+/* The part of the backends' bandwidth they used over the whole run: bytes
+ * they wrote / (bw x run time); 0 when not measured (real time). */
 static double utilisation(const struct sim_config *c, const struct sim_result *r)
 {
-	return r->run_ns && c->backend.bw ? (double)r->backend_bytes / ((double)c->backend.bw *
-									(double)r->run_ns / 1e9) :
-					    0;
+	uint64_t bw = backend_bw(c);
+
+	return r->run_ns && bw ? (double)r->backend_bytes / ((double)bw * (double)r->run_ns / 1e9) :
+				 0;
 }
 
 static void json_run(const struct sim_config *c, const struct sim_result *r, const struct mode *m)
 {
 	const char *pol = policy_name(c->policy);
+	uint64_t bw = backend_bw(c);
 	int i;
 
 	for (i = 0; i < c->nwr; i++) {
@@ -169,7 +214,7 @@ static void json_run(const struct sim_config *c, const struct sim_result *r, con
 		       c->scenario, pol, d->name,
 		       (unsigned long long)(d->max == UINT64_MAX ? 0 : d->max),
 		       (unsigned long long)w->bytes, (double)w->done_ns / 1e9, w->throughput,
-		       (unsigned long long)w->ceiling, w->ratio, (unsigned long long)c->backend.bw,
+		       (unsigned long long)w->ceiling, w->ratio, (unsigned long long)bw,
 		       utilisation(c, r), (unsigned long long)r->dom[c->wr[i].domain].peak_charged,
 		       (unsigned long long)w->enomem, (unsigned long long)w->oom,
 		       (double)w->max_pause_ns / 1e6, (double)w->p99_pause_ns / 1e6,
@@ -189,7 +234,7 @@ static void json_run(const struct sim_config *c, const struct sim_result *r, con
 	       "\"server_commits\":%llu,\"backend_bw\":%llu,\"backend_utilisation\":%.3f",
 	       c->scenario, pol, r->jain, r->wall_seconds, (double)r->end_ns / 1e9,
 	       (unsigned long long)r->commits_asked, (unsigned long long)r->server_commits,
-	       (unsigned long long)c->backend.bw, utilisation(c, r));
+	       (unsigned long long)backend_bw(c), utilisation(c, r));
 	/* In real time virtual_seconds is the writers' real time. */
 	if (m->realtime) {
 		printf(",\"mode\":\"realtime\",\"backend\":\"%s\",\"peak_rss\":%llu,"
@@ -641,6 +686,206 @@ static int memcg(enum sim_policy pol, bool json, const struct mode *m)
 	return 0;
 }
 
+/*
+ * A config made from command-line specs, as a user would give them
+ * (kinds: 'b' --backend, 's' --stripe, 'd' --domain, 'w' --writer): 0, or 1
+ * with the message printed.
+ */
+static int build(struct sim_config *c, const char *scenario, const char *const *specs)
+{
+	char err[256];
+	int rc = 0;
+
+	sim_config_free(c);
+	sim_config_init(c);
+	snprintf(c->scenario, sizeof(c->scenario), "%s", scenario);
+	for (; *specs && !rc; specs++) {
+		const char *v = *specs + 2;
+
+		switch (**specs) {
+		case 'b':
+			rc = sim_parse_backend_opt(v, c, err, sizeof(err));
+			break;
+		case 's':
+			rc = sim_parse_stripe(v, c, err, sizeof(err));
+			break;
+		case 'd':
+			rc = sim_parse_domain(v, c, err, sizeof(err));
+			break;
+		default:
+			rc = sim_parse_writer(v, c, err, sizeof(err));
+			break;
+		}
+	}
+	if (rc)
+		fprintf(stderr, "unstable-sim: %s: %s\n", scenario, err);
+	return rc ? 1 : 0;
+}
+
+/*
+ * Lustre striping: a file striped round robin over OSTs (1 MiB at a time),
+ * each OST its own server (650 MB/s: the seeds' 10.4 GB/s over 16 OSTs;
+ * 8 RPCs of 4 MiB in flight, its own journal of 1 GiB and its own commits),
+ * one dd (2.2 GB/s at most) or eight, each in a memcg of 1G writing 16G,
+ * over 1, 4 and 16 OSTs.
+ */
+static int lustre_striped(enum sim_policy pol, bool json)
+{
+	static const int osts[] = { 1, 4, 16 }, writers[] = { 1, 8 };
+	static struct sim_config c;
+	static struct sim_result r;
+	char spec[40][160], list[200], err[256];
+	const char *specs[42];
+	double per[2][3], agg[2][3];
+	bool bad_run[2][3];
+	int wi, oi, i, n;
+
+	for (wi = 0; wi < 2; wi++)
+		for (oi = 0; oi < 3; oi++) {
+			double lo = 0, sum = 0;
+
+			n = 0;
+			list[0] = 0;
+			for (i = 0; i < osts[oi]; i++) {
+				snprintf(spec[n], sizeof(spec[n]),
+					 "b:ost%d:bw=650000000/s,lat=1ms,rpcs=8,rpc=4M,"
+					 "commit-interval=5s,commit-lat=50ms,journal=1G",
+					 i);
+				specs[n] = spec[n];
+				n++;
+				snprintf(list + strlen(list), sizeof(list) - strlen(list),
+					 "%sost%d", i ? "," : "", i);
+			}
+			snprintf(spec[n], sizeof(spec[n]), "s:%s,size=1M", list);
+			specs[n] = spec[n];
+			n++;
+			specs[n++] = "d:memcg,count=8,max=1G";
+			snprintf(spec[n], sizeof(spec[n]), "w:%s,bytes=16G,rate=2200000000/s",
+				 writers[wi] == 8 ? "memcg" : "memcg-1");
+			specs[n] = spec[n];
+			n++;
+			specs[n] = NULL;
+			if (build(&c, "lustre-striped", specs))
+				return 1;
+			c.policy = pol;
+			c.memory = 512 * GIB;
+			progress("lustre-striped: %d writers over %d OSTs", writers[wi], osts[oi]);
+			if (sim_run(&c, &r, err, sizeof(err))) {
+				fprintf(stderr, "unstable-sim: %s\n", err);
+				return 1;
+			}
+			if (json)
+				json_run(&c, &r, &virtual_time);
+			bad_run[wi][oi] = false;
+			for (i = 0; i < c.nwr; i++) {
+				sum += r.wr[i].throughput;
+				lo = !i || r.wr[i].throughput < lo ? r.wr[i].throughput : lo;
+				bad_run[wi][oi] |= r.wr[i].enomem || r.wr[i].lost_bytes ||
+						   r.dom[c.wr[i].domain].over_max;
+			}
+			per[wi][oi] = lo;
+			agg[wi][oi] = sum;
+		}
+	progress_done();
+	if (json)
+		return 0;
+	printf("\nLustre striping (policy %s): dd of 16G in a memcg of 1G each, striped 1M at a "
+	       "time over OSTs of 650 MB/s, GB/s\n",
+	       policy_name(pol));
+	printf("%-8s %5s %16s %10s %14s %8s\n", "writers", "OSTs", "per writer (min)", "aggregate",
+	       "OSTs' bw", "agg/bw");
+	for (wi = 0; wi < 2; wi++)
+		for (oi = 0; oi < 3; oi++)
+			printf("%-8d %5d %15.2f%s %10.2f %14.2f %8.2f\n", writers[wi], osts[oi],
+			       per[wi][oi] / 1e9, bad_run[wi][oi] ? "!" : " ", agg[wi][oi] / 1e9,
+			       osts[oi] * 0.65, agg[wi][oi] / (osts[oi] * 0.65e9));
+	printf("(a dd copies at most 2.2 GB/s; each OST its own server: 8 x 4 MiB in flight, "
+	       "its own journal and commits; '!' marks ENOMEM, lost bytes or a crossed max)\n");
+	return 0;
+}
+
+/*
+ * Two backends, a fast one (1 GiB/s) and a slow one (100 MiB/s): writer F
+ * (4G) on the fast one, writer S (1G) on the slow one, in their own
+ * domains of 256M, in one domain of 512M, or in two unlimited children of
+ * one parent of 512M; each writer's rate beside its rate alone in the same
+ * setup.
+ */
+static int two_backends(enum sim_policy pol, bool json)
+{
+	static const char *const setups[] = { "separate domains", "one domain", "one parent" };
+	static const char *const doms[3][3] = {
+		{ "d:F,max=256M", "d:S,max=256M", NULL },
+		{ "d:FS,max=512M", NULL, NULL },
+		{ "d:P,max=512M", "d:F,parent=P", "d:S,parent=P" },
+	};
+	static struct sim_config c;
+	static struct sim_result r;
+	double rate[3][3][2]; /* setup, run (both, F alone, S alone), writer */
+	char err[256];
+	int st, run_, i;
+
+	for (st = 0; st < 3; st++)
+		for (run_ = 0; run_ < 3; run_++) {
+			const char *specs[8];
+			int n = 0, k;
+
+			specs[n++] = "b:fast:bw=1G/s,lat=1ms,rpcs=8,rpc=1M,commit-interval=5s,"
+				     "commit-lat=20ms,journal=1G";
+			specs[n++] = "b:slow:bw=100M/s,lat=5ms,rpcs=8,rpc=1M,commit-interval=5s,"
+				     "commit-lat=20ms,journal=1G";
+			for (k = 0; k < 3 && doms[st][k]; k++)
+				specs[n++] = doms[st][k];
+			if (run_ != 2)
+				specs[n++] = st == 1 ? "w:FS,bytes=4G,backend=fast" :
+						       "w:F,bytes=4G,backend=fast";
+			if (run_ != 1)
+				specs[n++] = st == 1 ? "w:FS,bytes=1G,backend=slow" :
+						       "w:S,bytes=1G,backend=slow";
+			specs[n] = NULL;
+			if (build(&c, "two-backends", specs))
+				return 1;
+			c.policy = pol;
+			c.memory = 4 * GIB;
+			progress("two-backends: %s", setups[st]);
+			if (sim_run(&c, &r, err, sizeof(err))) {
+				fprintf(stderr, "unstable-sim: %s\n", err);
+				return 1;
+			}
+			if (json)
+				json_run(&c, &r, &virtual_time);
+			rate[st][run_][0] = rate[st][run_][1] = 0;
+			for (i = 0; i < c.nwr; i++)
+				rate[st][run_][c.wr[i].backend == 2] =
+					r.wr[i].enomem ? -1 : r.wr[i].throughput;
+		}
+	progress_done();
+	if (json)
+		return 0;
+	printf("\nTwo backends (policy %s): writer F (4G) to a 1 GiB/s backend beside writer S "
+	       "(1G) to a 100 MiB/s one, MB/s\n",
+	       policy_name(pol));
+	printf("%-18s %9s %9s %7s %9s %9s %7s\n", "setup", "F", "F alone", "F/alone", "S",
+	       "S alone", "S/alone");
+	for (st = 0; st < 3; st++) {
+		printf("%-18s", setups[st]);
+		for (i = 0; i < 2; i++) {
+			double both = rate[st][0][i], solo = rate[st][1 + i][i];
+
+			if (both < 0 || solo < 0)
+				printf(" %9s %9s %7s", both < 0 ? "ENOMEM" : "-",
+				       solo < 0 ? "ENOMEM" : "-", "-");
+			else
+				printf(" %9.1f %9.1f %7.2f", both / 1e6, solo / 1e6,
+				       solo > 0 ? both / solo : 0);
+		}
+		printf("\n");
+	}
+	printf("(separate: F and S in domains of 256M each; one domain: both in one of 512M; one "
+	       "parent: unlimited children of a parent of 512M)\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = { { "json", no_argument, NULL, 'j' },
@@ -648,6 +893,7 @@ int main(int argc, char **argv)
 						  { "policy", required_argument, NULL, 'p' },
 						  { "memory", required_argument, NULL, 'm' },
 						  { "backend", required_argument, NULL, 'b' },
+						  { "stripe", required_argument, NULL, 'S' },
 						  { "domain", required_argument, NULL, 'd' },
 						  { "writer", required_argument, NULL, 'w' },
 						  { "seed", required_argument, NULL, 'r' },
@@ -697,7 +943,11 @@ int main(int argc, char **argv)
 				m.file = optarg + 5;
 				break;
 			}
-			if (sim_parse_backend(optarg, &c.backend, err, sizeof(err)))
+			if (sim_parse_backend_opt(optarg, &c, err, sizeof(err)))
+				return bad(err);
+			break;
+		case 'S':
+			if (sim_parse_stripe(optarg, &c, err, sizeof(err)))
 				return bad(err);
 			break;
 		case 'd':
@@ -742,8 +992,9 @@ int main(int argc, char **argv)
 		return bad("--realtime runs --scenario memcg or custom --domain/--writer runs; "
 			   "the Lustre scenarios move hundreds of GiB: run them in virtual time");
 	if (scenario) {
-		if (c.nwr || c.ndom || c.trace)
-			return bad("--scenario does not take --domain, --writer or --trace");
+		if (c.nwr || c.ndom || c.trace || c.nbk || c.nstripe)
+			return bad("--scenario does not take --domain, --writer, --trace, named "
+				   "backends or --stripe");
 		if (!strcmp(scenario, "lustre-1"))
 			return lustre1(c.policy, json);
 		if (!strcmp(scenario, "lustre-2"))
@@ -754,11 +1005,16 @@ int main(int argc, char **argv)
 			return lustre4(c.policy, json);
 		if (!strcmp(scenario, "memcg"))
 			return memcg(c.policy, json, &m);
+		if (!strcmp(scenario, "lustre-striped"))
+			return lustre_striped(c.policy, json);
+		if (!strcmp(scenario, "two-backends"))
+			return two_backends(c.policy, json);
 		if (!strcmp(scenario, "seeds"))
 			return lustre1(c.policy, json) || lustre2(c.policy, json) ||
 			       lustre3(c.policy, json) || lustre4(c.policy, json) ||
 			       memcg(c.policy, json, &virtual_time);
-		return bad("unknown scenario (lustre-1 .. lustre-4, memcg, seeds)");
+		return bad("unknown scenario (lustre-1 .. lustre-4, memcg, seeds, lustre-striped, "
+			   "two-backends)");
 	}
 	if (!c.nwr)
 		return bad("nothing to run: give --scenario, or --domain and --writer");

@@ -762,6 +762,12 @@ int sim_realtime_check(const struct sim_config *c, char *err, size_t len)
 	uint64_t phys = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0, hold = 0;
 	int i;
 
+	if (c->nbk || c->nstripe) {
+		snprintf(err, len,
+			 "--realtime runs one backend: named backends and --stripe are "
+			 "for virtual time only");
+		return -1;
+	}
 	for (i = 0; i < c->nwr; i++) {
 		uint64_t h = c->wr[i].bytes;
 		int d;
@@ -988,7 +994,7 @@ out:
 				wr->ceiling = 0;
 			wr->ratio = wr->ceiling ? wr->throughput / (double)wr->ceiling : 0;
 		}
-		sim_result_fill(r, c, dom, s->bk, s->dom_commits, s->flushes, s->cm.commits);
+		sim_result_fill(r, c, dom, &s->bk, 1, s->dom_commits, s->flushes, s->cm.commits);
 		for (i = 0; i < c->ndom; i++)
 			r->dom[i].over_max = r->dom[i].peak_charged > c->dom[i].max;
 		if (s->file) {

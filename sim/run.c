@@ -10,7 +10,11 @@
  * at bw, each answered lat later, acknowledged unstable with a transaction
  * number. It commits everything acknowledged so far every commit_interval,
  * when journal bytes are uncommitted, or when the client asks (sync), each
- * commit taking commit_lat; then commit_done(its last transaction).
+ * commit taking commit_lat (plus its bytes / commit_bps when given); then
+ * commit_done(its last transaction). Each backend of the config is such a
+ * server of its own (its own link, requests in flight, journal and
+ * commits); a writer writes to its backend, or, striped, block by block
+ * round robin to one object per backend of its stripe (struct layout).
  *
  * lost_bytes is measured: each time a writer dirties a block it makes a new
  * version of it (sim_srv_dirtied()); each write carries the checksum of the
@@ -59,7 +63,8 @@
 #define SEC 1000000000ull
 
 struct wstate {
-	us_object *o;
+	us_object *o;	  /* the object of the block it writes next */
+	us_object **objs; /* striped: one per backend of its stripe, else NULL */
 	uint64_t off, wait_until, done_ns, enomem;
 	struct sim_pauses pauses;
 	uint64_t blocked_since; /* naive: full since then */
@@ -70,34 +75,43 @@ struct wstate {
 
 /*
  * The writers waiting, by the time they act next (then by index): a binary
- * min-heap, so that a step costs the writers due, not all of them.
+ * min-heap, so that a step costs the writers due, not all of them. Each
+ * entry holds its writer's time (w[i].wait_until when pushed: a writer out
+ * of the heap is the only one whose time changes), so that sifting reads
+ * the heap's own array and not 10,000 writers' states.
  */
+struct whe {
+	uint64_t t;
+	int i;
+};
+
 struct wheap {
-	int *v;
+	struct whe *v;
 	size_t n;
 	const struct wstate *w;
 };
 
-static bool wh_before(const struct wheap *h, int a, int b)
+static bool wh_before(struct whe a, struct whe b)
 {
-	return h->w[a].wait_until != h->w[b].wait_until ? h->w[a].wait_until < h->w[b].wait_until :
-							  a < b;
+	return a.t != b.t ? a.t < b.t : a.i < b.i;
 }
 
 static void wh_push(struct wheap *h, int i)
 {
+	struct whe e = { h->w[i].wait_until, i };
 	size_t k = h->n++;
 
-	while (k && wh_before(h, i, h->v[(k - 1) / 2])) {
+	while (k && wh_before(e, h->v[(k - 1) / 2])) {
 		h->v[k] = h->v[(k - 1) / 2];
 		k = (k - 1) / 2;
 	}
-	h->v[k] = i;
+	h->v[k] = e;
 }
 
 static int wh_pop(struct wheap *h)
 {
-	int top = h->v[0], last = h->v[--h->n];
+	int top = h->v[0].i;
+	struct whe last = h->v[--h->n];
 	size_t k = 0;
 
 	for (;;) {
@@ -105,9 +119,9 @@ static int wh_pop(struct wheap *h)
 
 		if (c >= h->n)
 			break;
-		if (c + 1 < h->n && wh_before(h, h->v[c + 1], h->v[c]))
+		if (c + 1 < h->n && wh_before(h->v[c + 1], h->v[c]))
 			c++;
-		if (!wh_before(h, h->v[c], last))
+		if (!wh_before(h->v[c], last))
 			break;
 		h->v[k] = h->v[c];
 		k = c;
@@ -183,11 +197,222 @@ int sim_domains_create(us_engine *e, const struct sim_config *c, us_domain **dom
 
 #define FAIL(...) (snprintf(err, len, __VA_ARGS__), rc = -1)
 
+/* Writer i's striping, or NULL. */
+static const struct sim_stripe *stripe_of(const struct sim_config *c, int i)
+{
+	return c->wr[i].stripe ? &c->stripe[c->wr[i].stripe - 1] : NULL;
+}
+
+/* Where the byte at off of writer i's file lives: the backend (as its
+ * stripe orders them: j) and the offset in that stripe's object. */
+static uint64_t stripe_map(const struct sim_stripe *st, uint64_t off, int *j)
+{
+	uint64_t unit = off / st->size;
+
+	*j = (int)(unit % (uint64_t)st->n);
+	return unit / (uint64_t)st->n * st->size + off % st->size;
+}
+
+/*
+ * Where the writers' data lives. A component is a writer's data at one
+ * backend: the whole file, or one stripe of it; writer i's are cfirst[i]
+ * .. cfirst[i] + n - 1 (n: its stripes, or 1). Each server knows only its
+ * own components and their domains, by its own indices: loc[component] is
+ * the component's writer index at its server (the objects' user pointer),
+ * gdom[b][l] the config's domain of server b's domain l. Memory and setup
+ * are proportional to writers + backends + domains, not their product.
+ */
+struct layout {
+	int *cfirst, *loc;
+	int **gdom;
+	int nsrv;
+};
+
+static void layout_free(struct layout *l)
+{
+	int b;
+
+	for (b = 0; l->gdom && b < l->nsrv; b++)
+		free(l->gdom[b]);
+	free(l->gdom);
+	free(l->cfirst);
+	free(l->loc);
+	memset(l, 0, sizeof(*l));
+}
+
+/* Writer i's stripe j: its component's writer index at its server. */
+static int comp_loc(const struct layout *l, int i, int j)
+{
+	return l->loc[l->cfirst[i] + j];
+}
+
+/*
+ * The servers, one per backend of the config (0: the default), each with
+ * its us_backend and the components it holds. The engine's first bandwidth
+ * estimate and its run size are the smallest of the backends the writers
+ * use (with the default backend alone: its own, as always). nwb[b]: the
+ * components at backend b.
+ */
+static int servers_init(const struct sim_config *c, us_engine *e, struct sim_srv *srv, int nsrv,
+			int *nwb, struct layout *l, char *err, size_t len)
+{
+	struct sim_srv_writer *lay = NULL;
+	uint64_t init_bw = UINT64_MAX, rpc = UINT64_MAX;
+	size_t ncomp = 0, *off = NULL, *fill = NULL;
+	int *stamp = NULL, *lidx = NULL;
+	int b, i, j, rc = 0;
+
+	l->nsrv = nsrv;
+	l->cfirst = calloc(c->nwr ? (size_t)c->nwr : 1, sizeof(*l->cfirst));
+	l->gdom = calloc((size_t)nsrv, sizeof(*l->gdom));
+	if (!l->cfirst || !l->gdom)
+		return FAIL("out of memory for %d writers", c->nwr);
+	for (i = 0; i < c->nwr; i++) {
+		const struct sim_stripe *st = stripe_of(c, i);
+
+		l->cfirst[i] = (int)ncomp;
+		for (j = 0; j < (st ? st->n : 1); j++, ncomp++)
+			nwb[st ? st->bk[j] : c->wr[i].backend]++;
+	}
+	for (b = 0; b < nsrv; b++)
+		if (nwb[b] || (b == 0 && !c->nbk)) {
+			const struct sim_backend *k = sim_config_backend(c, b);
+
+			init_bw = k->bw < init_bw ? k->bw : init_bw;
+			rpc = k->rpc < rpc ? k->rpc : rpc;
+		}
+	if (init_bw == UINT64_MAX) {
+		init_bw = c->backend.bw;
+		rpc = c->backend.rpc;
+	}
+	if (us_engine_set_param(e, US_PARAM_INIT_BW, init_bw) ||
+	    us_engine_set_param(e, US_PARAM_FORCE_COMMIT, c->policy == SIM_POLICY_UNSTABLE) ||
+	    us_engine_set_param(e, US_PARAM_MAX_FLUSH_BYTES, rpc))
+		return FAIL("cannot set up the engine");
+	l->loc = calloc(ncomp ? ncomp : 1, sizeof(*l->loc));
+	lay = calloc(ncomp ? ncomp : 1, sizeof(*lay));
+	off = calloc((size_t)nsrv + 1, sizeof(*off));
+	fill = calloc((size_t)nsrv, sizeof(*fill));
+	stamp = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*stamp));
+	lidx = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*lidx));
+	if (!l->loc || !lay || !off || !fill || !stamp || !lidx) {
+		FAIL("out of memory for %d writers", c->nwr);
+		goto out;
+	}
+	/* Each server's components side by side in lay, in writer order. */
+	for (b = 0; b < nsrv; b++)
+		off[b + 1] = off[b] + (size_t)nwb[b];
+	for (i = 0; i < c->nwr; i++) {
+		const struct sim_stripe *st = stripe_of(c, i);
+
+		for (j = 0; j < (st ? st->n : 1); j++) {
+			size_t pos;
+
+			b = st ? st->bk[j] : c->wr[i].backend;
+			pos = off[b] + fill[b]++;
+			l->loc[l->cfirst[i] + j] = (int)(pos - off[b]);
+			lay[pos] =
+				(struct sim_srv_writer){ st ? sim_stripe_bytes(c->wr[i].bytes,
+									       st->size, st->n, j) :
+							      c->wr[i].bytes,
+							 c->wr[i].bs, c->wr[i].domain };
+		}
+	}
+	for (b = 0; b < nsrv && !rc; b++) {
+		const struct sim_backend *k = sim_config_backend(c, b);
+		size_t q;
+		int nl = 0;
+
+		/* The server's own domains, in order of first appearance. */
+		l->gdom[b] = calloc(nwb[b] ? (size_t)nwb[b] : 1, sizeof(*l->gdom[b]));
+		if (!l->gdom[b]) {
+			FAIL("out of memory for backend %s", b ? k->name : "default");
+			break;
+		}
+		for (q = off[b]; q < off[b + 1]; q++) {
+			int d = lay[q].domain;
+
+			if (stamp[d] != b + 1) {
+				stamp[d] = b + 1;
+				lidx[d] = nl;
+				l->gdom[b][nl++] = d;
+			}
+			lay[q].domain = lidx[d];
+		}
+		if (sim_srv_init_domains(&srv[b], e, k, lay + off[b], nwb[b], nl) ||
+		    us_backend_set_max_inflight(srv[b].bk, k->rpcs * k->rpc))
+			FAIL("cannot set up backend %s", b ? k->name : "default");
+	}
+out:
+	free(lay);
+	free(off);
+	free(fill);
+	free(stamp);
+	free(lidx);
+	return rc;
+}
+
+/* The bytes of writer i's file (written bytes of it) not durable at its
+ * servers as last written: over each of its stripes if striped. */
+static uint64_t writer_lost(const struct sim_config *c, const struct layout *l,
+			    const struct sim_srv *srv, int i, uint64_t written)
+{
+	const struct sim_stripe *st = stripe_of(c, i);
+	uint64_t lost = 0;
+	int j;
+
+	if (!st)
+		return sim_srv_lost_bytes(&srv[c->wr[i].backend], comp_loc(l, i, 0), written);
+	for (j = 0; j < st->n; j++)
+		lost += sim_srv_lost_bytes(&srv[st->bk[j]], comp_loc(l, i, j),
+					   sim_stripe_bytes(written, st->size, st->n, j));
+	return lost;
+}
+
+/* The next time at which a server has something to do. */
+static uint64_t servers_next(const struct sim_srv *srv, int nsrv)
+{
+	uint64_t t = UINT64_MAX;
+	int b;
+
+	for (b = 0; b < nsrv; b++)
+		if (sim_srv_next(&srv[b]) < t)
+			t = sim_srv_next(&srv[b]);
+	return t;
+}
+
+static void servers_run(struct sim_srv *srv, int nsrv, uint64_t now)
+{
+	int b;
+
+	for (b = 0; b < nsrv; b++)
+		sim_srv_run(&srv[b], now);
+}
+
+/* Writer i's ceiling: its own speed, and its equal share of each backend
+ * it writes to, summed over them. */
+static uint64_t writer_ceiling(const struct sim_config *c, const int *nwb, int i)
+{
+	const struct sim_stripe *st = stripe_of(c, i);
+	uint64_t own = c->wr[i].rate ? c->wr[i].rate : SIM_COPY_RATE, share = 0;
+	int j;
+
+	for (j = 0; j < (st ? st->n : 1); j++) {
+		int b = st ? st->bk[j] : c->wr[i].backend;
+
+		share += sim_config_backend(c, b)->bw / (uint64_t)nwb[b];
+	}
+	return share < own ? share : own;
+}
+
 int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t len)
 {
 	struct us_engine_options opts;
-	struct sim_srv s;
-	struct sim_srv_writer *lay = NULL;
+	struct sim_srv *srv = NULL;
+	struct layout lay = { NULL, NULL, NULL, 0 };
+	int nsrv = 1 + c->nbk, *nwb = NULL;
+	us_backend **bks = NULL;
+	uint64_t *flushes = NULL, *dom_commits = NULL, server_commits = 0;
 	us_engine *e = NULL;
 	us_domain **dom = NULL;
 	struct wstate *w = NULL;
@@ -201,10 +426,32 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	int i, left, rc = 0;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	memset(&s, 0, sizeof(s));
 	if (sim_result_alloc(r, c, err, len))
 		return -1;
-	lay = calloc(nw, sizeof(*lay));
+	for (i = 0; i < c->nwr; i++) {
+		const struct sim_writer *cw = &c->wr[i];
+		const struct sim_stripe *st;
+
+		if (cw->backend < 0 || cw->backend > c->nbk || cw->stripe < 0 ||
+		    cw->stripe > c->nstripe) {
+			snprintf(err, len, "writer %d: no such backend or stripe", i);
+			return -1;
+		}
+		st = stripe_of(c, i);
+		for (j = 0; st && j < (size_t)st->n; j++)
+			if (st->bk[j] < 0 || st->bk[j] > c->nbk || !st->size || st->size % cw->bs) {
+				snprintf(err, len,
+					 "writer %d: a stripe over known backends, of a size that "
+					 "is a multiple of bs, is needed",
+					 i);
+				return -1;
+			}
+	}
+	srv = calloc((size_t)nsrv, sizeof(*srv));
+	nwb = calloc((size_t)nsrv, sizeof(*nwb));
+	bks = calloc((size_t)nsrv, sizeof(*bks));
+	flushes = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*flushes));
+	dom_commits = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*dom_commits));
 	dom = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*dom));
 	w = calloc(nw, sizeof(*w));
 	last_off = calloc(nw, sizeof(*last_off));
@@ -212,7 +459,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	heap.v = calloc(nw, sizeof(*heap.v));
 	heap.w = w;
 	due = calloc(nw, sizeof(*due));
-	if (!lay || !dom || !w || !last_off || !last_pause || !heap.v || !due) {
+	if (!srv || !nwb || !bks || !flushes || !dom_commits || !dom || !w || !last_off ||
+	    !last_pause || !heap.v || !due) {
 		FAIL("out of memory for %d writers and %d domains", c->nwr, c->ndom);
 		goto out;
 	}
@@ -225,8 +473,6 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		fprintf(trace, "time_s,kind,name,dirty,writeback,unstable,charged,bg_thresh,"
 			       "dirty_thresh,rate,pause_ms\n");
 	}
-	for (i = 0; i < c->nwr; i++)
-		lay[i] = (struct sim_srv_writer){ c->wr[i].bytes, c->wr[i].bs, c->wr[i].domain };
 	us_engine_options_init(&opts);
 	opts.clock = US_CLOCK_VIRTUAL;
 	opts.memory_bytes = c->memory;
@@ -236,12 +482,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	}
 	/* The client knows its link's speed: the engine's first estimate of
 	 * the clean-out rate, before it has measured anything (all policies). */
-	if (us_engine_set_param(e, US_PARAM_INIT_BW, c->backend.bw) ||
-	    us_engine_set_param(e, US_PARAM_FORCE_COMMIT, c->policy == SIM_POLICY_UNSTABLE) ||
-	    us_engine_set_param(e, US_PARAM_MAX_FLUSH_BYTES, c->backend.rpc) ||
-	    sim_srv_init_domains(&s, e, &c->backend, lay, c->nwr, c->ndom) ||
-	    us_backend_set_max_inflight(s.bk, c->backend.rpcs * c->backend.rpc)) {
-		FAIL("cannot set up the backend");
+	if (servers_init(c, e, srv, nsrv, nwb, &lay, err, len)) {
+		rc = -1;
 		goto out;
 	}
 	if (sim_domains_create(e, c, dom, err, len)) {
@@ -249,8 +491,24 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		goto out;
 	}
 	for (i = 0; i < c->nwr; i++) {
-		/* The server knows the writer by its index. */
-		if (us_object_create(s.bk, dom[c->wr[i].domain], (void *)(intptr_t)i, &w[i].o)) {
+		const struct sim_stripe *st = stripe_of(c, i);
+
+		/* The server knows the writer by its index; a striped writer
+		 * has an object at each backend of its stripe. */
+		if (st) {
+			w[i].objs = calloc((size_t)st->n, sizeof(*w[i].objs));
+			for (j = 0; w[i].objs && j < (size_t)st->n; j++)
+				if (us_object_create(srv[st->bk[j]].bk, dom[c->wr[i].domain],
+						     (void *)(intptr_t)comp_loc(&lay, i, (int)j),
+						     &w[i].objs[j]))
+					break;
+			if (!w[i].objs || j < (size_t)st->n) {
+				FAIL("cannot create writer %d", i);
+				goto out;
+			}
+			w[i].o = w[i].objs[0];
+		} else if (us_object_create(srv[c->wr[i].backend].bk, dom[c->wr[i].domain],
+					    (void *)(intptr_t)comp_loc(&lay, i, 0), &w[i].o)) {
 			FAIL("cannot create writer %d", i);
 			goto out;
 		}
@@ -293,21 +551,27 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			next_sample = now + (c->trace_every_ns ? c->trace_every_ns : 100 * MS);
 		}
 
-		sim_srv_run(&s, now);
+		servers_run(srv, nsrv, now);
 		us_engine_poll(e, now, &next);
 		/* The writers due act once each, in the order of their index. */
-		for (ndue = 0; heap.n && w[heap.v[0]].wait_until <= now;)
+		for (ndue = 0; heap.n && heap.v[0].t <= now;)
 			due[ndue++] = wh_pop(&heap);
 		qsort(due, ndue, sizeof(*due), cmp_int);
 		for (j = 0; j < ndue; j++) {
 			struct wstate *x = &w[i = due[j]];
 			const struct sim_writer *cw = &c->wr[i];
+			const struct sim_stripe *st = stripe_of(c, i);
 			bool throttled = c->policy == SIM_POLICY_UNSTABLE;
-			uint64_t pause = 0, bs, copy;
+			uint64_t pause = 0, bs, copy, ooff = x->off;
 			us_buf *b;
-			int g;
+			int g, sj = 0;
 
 			acted = true;
+			/* Striped: the block goes to its stripe's object. */
+			if (st) {
+				ooff = stripe_map(st, x->off, &sj);
+				x->o = x->objs[sj];
+			}
 			if (x->gated) {
 				g = us_object_balance(x->o, &pause);
 				if (g == -EAGAIN) {
@@ -318,7 +582,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 				x->gated = false;
 			}
 			bs = cw->bytes - x->off < cw->bs ? cw->bytes - x->off : cw->bs;
-			g = us_buf_get(x->o, x->off, bs, US_GET_NODATA | US_GET_NOWAIT, &b);
+			g = us_buf_get(x->o, ooff, bs, US_GET_NODATA | US_GET_NOWAIT, &b);
 			if (g == -EAGAIN) {
 				/* Waiting for memory: the whole wait is one pause. */
 				if (!x->blocked) {
@@ -327,14 +591,20 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 				}
 				if (c->policy == SIM_POLICY_NAIVE) {
 					/* Full: flush everything, commit, wait; and
-					 * again at each retry. */
-					us_object_flush(x->o, 0, UINT64_MAX, 0);
-					us_object_commit(x->o);
+					 * again at each retry (every stripe). */
+					int q;
+
+					for (q = 0; q < (st ? st->n : 1); q++) {
+						us_object *o = st ? x->objs[q] : x->o;
+
+						us_object_flush(o, 0, UINT64_MAX, 0);
+						us_object_commit(o);
+					}
 				}
 				us_object_reclaim(x->o, bs, &pause);
 				if (c->policy == SIM_POLICY_NO_RECLAIM_WAIT) {
 					/* What reclaim freed at once, then no waiting. */
-					g = us_buf_get(x->o, x->off, bs,
+					g = us_buf_get(x->o, ooff, bs,
 						       US_GET_NODATA | US_GET_NOWAIT, &b);
 					if (g == -EAGAIN && only_writeback(dom[cw->domain])) {
 						x->oom++;
@@ -363,7 +633,8 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 				continue;
 			}
 			/* The writer writes the block: a new version of it. */
-			sim_srv_dirtied(&s, i, x->off);
+			sim_srv_dirtied(&srv[st ? st->bk[sj] : cw->backend], comp_loc(&lay, i, sj),
+					ooff);
 			g = us_buf_dirty(b, &pause);
 			us_buf_put(b);
 			x->off += bs;
@@ -390,9 +661,9 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		if (acted)
 			continue;
 		if (heap.n)
-			t = w[heap.v[0]].wait_until;
-		if (sim_srv_next(&s) < t)
-			t = sim_srv_next(&s);
+			t = heap.v[0].t;
+		if (servers_next(srv, nsrv) < t)
+			t = servers_next(srv, nsrv);
 		if (next > now && next < t)
 			t = next;
 		if (trace && next_sample > now && next_sample < t)
@@ -417,10 +688,10 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			for (k = 0; k < 10000000 && us_sync_done(y) == 0; k++) {
 				uint64_t t;
 
-				sim_srv_run(&s, now);
+				servers_run(srv, nsrv, now);
 				us_engine_poll(e, now, &next);
 				sync_end = now; /* the last poll: it may have ended the sync */
-				t = sim_srv_next(&s);
+				t = servers_next(srv, nsrv);
 				if (next > now && next < t)
 					t = next;
 				now = t > now ? t : now + MS;
@@ -441,21 +712,28 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		wr->max_stall_ns = w[i].max_stall;
 		wr->oom = w[i].oom;
 		/* Measured: the blocks not at the server as last written. */
-		wr->lost_bytes = sim_srv_lost_bytes(&s, i, w[i].off);
+		wr->lost_bytes = writer_lost(c, &lay, srv, i, w[i].off);
 		wr->throughput = wr->done_ns ? (double)wr->bytes / ((double)wr->done_ns / SEC) : 0;
-		wr->ceiling = c->wr[i].rate ? c->wr[i].rate : SIM_COPY_RATE;
-		/* Writers share the backend: each may expect an equal share. */
-		if (c->backend.bw / (uint64_t)c->nwr < wr->ceiling)
-			wr->ceiling = c->backend.bw / (uint64_t)c->nwr;
+		/* Writers share a backend: each may expect an equal share. */
+		wr->ceiling = writer_ceiling(c, nwb, i);
 		wr->ratio = wr->throughput / (double)wr->ceiling;
 	}
-	sim_result_fill(r, c, dom, s.bk, s.dom_commits, s.flushes, s.cm.commits);
-	{
+	for (j = 0; j < (size_t)nsrv; j++) {
+		bks[j] = srv[j].bk;
+		server_commits += srv[j].cm.commits;
+		for (i = 0; i < srv[j].ndom; i++) {
+			flushes[lay.gdom[j][i]] += srv[j].flushes[i];
+			dom_commits[lay.gdom[j][i]] += srv[j].dom_commits[i];
+		}
+	}
+	sim_result_fill(r, c, dom, bks, nsrv, dom_commits, flushes, server_commits);
+	/* The backends' part: what they wrote over the whole run. */
+	r->backend_bytes = 0;
+	for (j = 0; j < (size_t)nsrv; j++) {
 		struct us_backend_stats bst = { .size = sizeof(bst) };
 
-		/* The backend's part: what it wrote over the whole run. */
-		if (us_backend_stats(s.bk, &bst) == 0)
-			r->backend_bytes = bst.flush_bytes;
+		if (us_backend_stats(srv[j].bk, &bst) == 0)
+			r->backend_bytes += bst.flush_bytes;
 	}
 	/* Charged above max at some instant: the engine's peak says it. */
 	for (i = 0; i < c->ndom; i++)
@@ -464,20 +742,34 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 out:
 	for (i = 0; w && i < c->nwr; i++)
 		sim_pauses_free(&w[i].pauses);
-	sim_srv_fini(&s);
+	for (j = 0; srv && j < (size_t)nsrv; j++)
+		sim_srv_fini(&srv[j]);
 	/* Each writer's object goes with its own buffers first: cheaper than
 	 * the engine's destroy finding the oldest buffer of all domains for
 	 * each of them. One still holding data stays for the engine's. */
-	for (i = 0; e && w && i < c->nwr; i++)
-		if (w[i].o)
+	for (i = 0; e && w && i < c->nwr; i++) {
+		const struct sim_stripe *st = stripe_of(c, i);
+
+		if (w[i].objs) {
+			for (j = 0; j < (size_t)st->n; j++)
+				if (w[i].objs[j])
+					(void)us_object_destroy(w[i].objs[j]);
+			free(w[i].objs);
+		} else if (w[i].o)
 			(void)us_object_destroy(w[i].o);
+	}
 	/* The engine may still hold data if the sync could not finish: its
 	 * memory goes with the process. */
 	if (e && us_engine_destroy(e) != 0 && rc == 0)
 		FAIL("the final sync left data behind");
 	if (trace)
 		fclose(trace);
-	free(lay);
+	free(srv);
+	layout_free(&lay);
+	free(nwb);
+	free(bks);
+	free(flushes);
+	free(dom_commits);
 	free(dom);
 	free(w);
 	free(last_off);

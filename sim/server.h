@@ -13,14 +13,16 @@
  *   (busy_until + lat), acknowledged unstable with the next transaction
  *   number.
  * - A commit covers every transaction acknowledged when it starts and lasts
- *   commit_lat; then the blocks whose last write it covers are durable and
- *   the engine gets commit_done(its last transaction). A commit starts
+ *   commit_lat (plus its bytes / commit_bps when given); then the blocks
+ *   whose last write it covers are durable and the engine gets
+ *   commit_done(its last transaction). A commit starts
  *   every commit_interval (unless one is running), when journal bytes are
  *   uncommitted, or when the engine asks (sync); a request for a commit
  *   while one runs starts exactly one more after it.
  *
- * Checksums. The objects of the engine are the writers': an object's user
- * pointer is its writer's index, (void *)(intptr_t)i, and writer i's data
+ * Checksums. The objects of the engine are the writers' (of a striped
+ * writer, each stripe at its server is one): an object's user pointer is
+ * its writer's index at this server, (void *)(intptr_t)i, and writer i's data
  * is laid out in blocks of bs bytes (buffer at offset o: block o / bs).
  * Each time a writer dirties a block it bumps the block's generation
  * (sim_srv_dirtied()); a flush request carries, per buffer, the checksum of

@@ -28,13 +28,23 @@ enum sim_policy {
 };
 
 struct sim_backend {
+	char name[64];		  /* "" for the default backend */
 	uint64_t bw;		  /* bytes per second */
 	uint64_t lat_ns;	  /* per request */
 	uint64_t rpcs;		  /* requests in flight, at most */
 	uint64_t rpc;		  /* bytes per request, at most */
 	uint64_t commit_interval; /* ns */
-	uint64_t commit_lat;	  /* ns */
+	uint64_t commit_lat;	  /* ns: a commit's fixed time */
+	uint64_t commit_bps;	  /* 0, or a commit also takes its bytes / this (B/s) */
 	uint64_t journal;	  /* commit when this much is uncommitted */
+};
+
+/* A striping: a file round robin over n backends, size bytes on each in
+ * turn (Lustre's stripe count and stripe size over OSTs). */
+struct sim_stripe {
+	int *bk; /* backend indices (see struct sim_config) */
+	int n;
+	uint64_t size;
 };
 
 struct sim_domain {
@@ -49,6 +59,8 @@ struct sim_writer {
 	int domain; /* index */
 	uint64_t bytes, bs, start_ns;
 	uint64_t rate; /* the writer's own speed (its copying), bytes/s; 0: SIM_COPY_RATE */
+	int backend;   /* its backend's index: 0 the default (see struct sim_config) */
+	int stripe;    /* 0, or 1 + the index of its striping in the config's */
 };
 
 /* Domains made by one --domain NAME,count=N: NAME-1 .. NAME-N. */
@@ -62,17 +74,33 @@ struct sim_group {
  * as they are added (sim_config_domain(), sim_config_writer());
  * sim_config_free() frees them.
  */
+struct sim_name_index; /* args.c: names to indices, by hash */
+
+/*
+ * Backends: index 0 is the default, backend (--backend KEY=VALUE,...),
+ * index i > 0 the named bk[i - 1] (--backend NAME:KEY=VALUE,...). A
+ * writer's data goes to its backend, or, striped, round robin to the
+ * backends of its stripe (each backend: one simulated server).
+ */
 struct sim_config {
 	char scenario[64];
 	enum sim_policy policy;
 	uint64_t memory;
 	struct sim_backend backend;
+	struct sim_backend *bk;
+	int nbk, bk_cap;
+	struct sim_stripe *stripe;
+	int nstripe, stripe_cap;
+	int cur_stripe; /* 0, or 1 + the striping --stripe gave the writers that follow */
 	struct sim_domain *dom;
 	int ndom, dom_cap;
 	struct sim_writer *wr;
 	int nwr, wr_cap;
 	struct sim_group *grp;
 	int ngrp, grp_cap;
+	/* The names of domains, groups and backends, indexed as they are
+	 * looked up (entries filled in directly are indexed then too). */
+	struct sim_name_index *names;
 	uint64_t seed;
 	const char *trace;	 /* CSV time series to write, or NULL */
 	uint64_t trace_every_ns; /* its sampling period (default 100 ms) */
@@ -121,6 +149,25 @@ int sim_parse_rate(const char *s, uint64_t *out, char *err, size_t len);
 int sim_parse_backend(const char *s, struct sim_backend *b, char *err, size_t len);
 int sim_parse_domain(const char *s, struct sim_config *c, char *err, size_t len);
 int sim_parse_writer(const char *s, struct sim_config *c, char *err, size_t len);
+/* --backend [NAME:]KEY=VALUE,...: the default backend's figures, or a named
+ * backend's (a new one, from the defaults' figures, or one given before). */
+int sim_parse_backend_opt(const char *s, struct sim_config *c, char *err, size_t len);
+/* --stripe NAME1,NAME2,...[,size=SIZE]: the writers given after it are
+ * striped so (size: 1M by default); --stripe none: no more. */
+int sim_parse_stripe(const char *s, struct sim_config *c, char *err, size_t len);
+/* The backend of index i (0: the default). */
+static inline const struct sim_backend *sim_config_backend(const struct sim_config *c, int i)
+{
+	return i == 0 ? &c->backend : &c->bk[i - 1];
+}
+/* The bytes of a file of total bytes striped over n, size at a time, that
+ * its stripe j holds (its object's length). */
+static inline uint64_t sim_stripe_bytes(uint64_t total, uint64_t size, int n, int j)
+{
+	uint64_t row = size * (uint64_t)n, rem = total % row, lo = size * (uint64_t)j;
+
+	return total / row * size + (rem <= lo ? 0 : rem - lo < size ? rem - lo : size);
+}
 /* The defaults, with no domain and no writer. */
 void sim_config_init(struct sim_config *c);
 /* Frees c's arrays; c is empty again (sim_config_init() to reuse it). */

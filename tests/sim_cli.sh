@@ -136,5 +136,52 @@ if [ "$writers" -ne 1000 ] || [ -z "$jain" ] ||
 else
 	echo "1,000 domains: Jain $jain"
 fi
+# Several backends and striping (issue 13): the forms, and what they refuse.
+o='bw=100M/s,lat=1ms,rpcs=8,rpc=1M,commit-interval=1s,commit-lat=10ms,journal=64M'
+osts="--backend o0:$o --backend o1:$o --backend o2:$o --backend o3:$o"
+# shellcheck disable=SC2086
+expect 0 $osts --domain d,max=128M --writer d,bytes=64M,backend=o1
+# shellcheck disable=SC2086
+expect 0 $osts --stripe o0,o1,size=2M --domain d,max=128M --writer d,bytes=64M,count=2 \
+	--stripe none --writer d,bytes=8M
+expect 0 --backend bw=200M/s --backend f:bw=1G/s --domain d --writer d,bytes=8M,backend=default
+expect 2 --domain d --writer d,bytes=8M,backend=nope
+expect 2 --backend a:bw=1G/s --domain d --writer d,bytes=8M,stripe=a+nope
+expect 2 --backend a:bw=1G/s --stripe a,nope --domain d --writer d,bytes=8M
+expect 2 --backend a:bw=1G/s --stripe a,a --domain d --writer d,bytes=8M
+expect 2 --backend a:bw=1G/s --domain d --writer d,bytes=8M,bs=3M,stripe=a
+expect 2 --backend a:bw=1G/s --domain d --writer d,bytes=8M,stripe=a,backend=a
+expect 2 --backend a,b:bw=1G/s --domain d --writer d,bytes=8M
+expect 2 --backend a:bw=1G/s --scenario two-backends
+expect 2 --realtime --backend a:bw=1G/s --domain d,max=8M --writer d,bytes=8M,backend=a
+# commit-lat=FIXED+RATE; bad forms exit 2 with a message naming commit-lat.
+expect 0 --backend commit-lat=5ms+500M/s --domain d,max=16M --writer d,bytes=64M
+expect 0 --backend s:commit-lat=5ms+500M/s --domain d,max=16M --writer d,bytes=64M,backend=s
+for bad in 5ms+ 5ms+fast 5ms+500M +500M/s 5+500M/s 5ms+0/s; do
+	expect 2 --backend "commit-lat=$bad" --domain d --writer d,bytes=8M
+	if ! "$sim" --backend "commit-lat=$bad" 2>&1 | grep -q 'commit-lat'; then
+		echo "FAIL: --backend commit-lat=$bad: no message naming commit-lat"
+		fail=1
+	fi
+done
+# A file striped over four OSTs of 100 MiB/s drains faster than one OST.
+# shellcheck disable=SC2086
+out=$("$sim" --json $osts --domain d,max=128M \
+	--writer d,bytes=512M,stripe=o0+o1+o2+o3,stripe-size=1M) || out="exit $?: $out"
+tp=$(printf '%s\n' "$out" | sed -n 's/.*"kind":"writer".*"throughput":\([0-9]*\).*"lost_bytes":0}$/\1/p')
+if [ -z "$tp" ] || [ "$tp" -le $((300 * 1048576)) ]; then
+	echo "FAIL: striped over 4 OSTs: throughput '$tp': $out"
+	fail=1
+else
+	echo "striped over 4 OSTs of 100 MiB/s: $tp B/s"
+fi
+for sc in lustre-striped two-backends; do
+	# a figure marked '!' (ENOMEM, lost bytes, a crossed max) fails
+	out=$("$sim" --scenario $sc) || out="exit $?: $out"
+	if printf '%s\n' "$out" | grep -v "marks" | grep -Eq '[0-9]!|ENOMEM|^exit'; then
+		echo "FAIL: --scenario $sc: $out"
+		fail=1
+	fi
+done
 [ "$fail" -eq 0 ] && echo "sim_cli: all passed"
 exit $fail
