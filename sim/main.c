@@ -734,7 +734,7 @@ static int lustre_striped(enum sim_policy pol, bool json)
 	static const int osts[] = { 1, 4, 16 }, writers[] = { 1, 8 };
 	static struct sim_config c;
 	static struct sim_result r;
-	char spec[40][160], list[200], err[256];
+	char spec[40][224], list[200], err[256];
 	const char *specs[42];
 	double per[2][3], agg[2][3];
 	bool bad_run[2][3];
