@@ -77,6 +77,7 @@ struct ufs_options {
 	char *stats_path;     /* NULL: no stats file */
 	unsigned flushers;    /* the engine's flusher threads */
 	unsigned dirty_ratio; /* each domain's dirty limit, % of its max (0: the engine's 20) */
+	bool xattr;	      /* pass extended attributes through (else ENOSYS) */
 };
 
 struct ufs_inode {
