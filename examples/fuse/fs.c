@@ -52,6 +52,11 @@ static const char *rel(const char *path)
 	return *path ? path : ".";
 }
 
+static bool ts_before(struct timespec a, struct timespec b)
+{
+	return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec < b.tv_nsec);
+}
+
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {
 	return a < b ? a : b;
@@ -409,6 +414,10 @@ static int inode_truncate(struct ufs_inode *ino, uint64_t size)
 		us_buf *b;
 
 		ino->size = size;
+		/* The backing file has the truncate's time: later than any
+		 * cached write's. */
+		if (ino->mtime.tv_sec)
+			clock_gettime(CLOCK_REALTIME, &ino->mtime);
 		if (size < old && tail && us_buf_lookup(ino->obj, size, &b) == 0) {
 			memset((char *)us_buf_data(b) + tail, 0, UFS_CHUNK_BYTES - tail);
 			us_buf_put(b);
@@ -517,6 +526,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		memcpy((char *)us_buf_data(b) + (pos - co), buf + done, n);
 		if (pos + n > ino->size)
 			ino->size = pos + n;
+		clock_gettime(CLOCK_REALTIME, &ino->mtime);
 		pthread_rwlock_unlock(&ino->data_lock);
 		/* Throttles this writer: pauses, or waits at the dirty limit. */
 		rc = us_buf_dirty(b, NULL);
@@ -748,10 +758,49 @@ static int ufs_getattr(const char *path, struct stat *st, struct fuse_file_info 
 	if ((ino = inode_find(fs, st))) {
 		pthread_rwlock_rdlock(&ino->data_lock);
 		st->st_size = (off_t)ino->size;
+		/* Cached writes not yet on the backing file: their time, and
+		 * the blocks their data will take. */
+		if (ino->mtime.tv_sec) {
+			blkcnt_t blocks = (blkcnt_t)((ino->size + 4095) / 4096 * 8);
+
+			st->st_mtim = ino->mtime;
+			if (ts_before(st->st_ctim, ino->mtime))
+				st->st_ctim = ino->mtime;
+			if (st->st_blocks < blocks)
+				st->st_blocks = blocks;
+		}
 		pthread_rwlock_unlock(&ino->data_lock);
 		inode_put(fs, ino);
 	}
 	return 0;
+}
+
+int ufs_inode_times(struct ufs_inode *ino)
+{
+	struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT } };
+	int rc = 0;
+
+	pthread_rwlock_rdlock(&ino->data_lock);
+	tv[1] = ino->mtime;
+	pthread_rwlock_unlock(&ino->data_lock);
+	if (!tv[1].tv_sec)
+		return 0;
+	if (futimens(ino->fd, tv) != 0)
+		rc = -errno;
+	pthread_rwlock_wrlock(&ino->data_lock);
+	/* A write since: its time is still to come. */
+	if (!rc && ino->mtime.tv_sec == tv[1].tv_sec && ino->mtime.tv_nsec == tv[1].tv_nsec)
+		ino->mtime.tv_sec = 0;
+	pthread_rwlock_unlock(&ino->data_lock);
+	return rc;
+}
+
+/* Explicit times replace those of the cached writes. */
+static void inode_times_set(struct ufs_inode *ino)
+{
+	pthread_rwlock_wrlock(&ino->data_lock);
+	ino->mtime.tv_sec = 0;
+	pthread_rwlock_unlock(&ino->data_lock);
 }
 
 static int ufs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
@@ -828,17 +877,17 @@ static int ufs_utimens(const char *path, const struct timespec tv[2], struct fus
 	if (h && h->ino)
 		rc = inode_sync(h, h->ino);
 	else if (!h && fstatat(fs->backing_fd, rel(path), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		 (ino = inode_find(fs, &st))) {
+		 (ino = inode_find(fs, &st)))
 		rc = inode_sync(NULL, ino);
+	if (!rc && h)
+		rc = futimens(h->dir ? dirfd(h->dir) : h->fd, tv) ? -errno : 0;
+	else if (!rc)
+		rc = utimensat(fs->backing_fd, rel(path), tv, AT_SYMLINK_NOFOLLOW) ? -errno : 0;
+	if (!rc && (ino || (h && h->ino)))
+		inode_times_set(ino ? ino : h->ino);
+	if (ino)
 		inode_put(fs, ino);
-	}
-	if (rc)
-		return rc;
-	if (h)
-		rc = futimens(h->dir ? dirfd(h->dir) : h->fd, tv);
-	else
-		rc = utimensat(fs->backing_fd, rel(path), tv, AT_SYMLINK_NOFOLLOW);
-	return rc ? -errno : 0;
+	return rc;
 }
 
 static int ufs_readlink(const char *path, char *buf, size_t size)

@@ -104,10 +104,16 @@ known = [] # not fixed yet: reported, not failed
 fd = os.open(m + "/times", os.O_RDWR)
 os.pwrite(fd, b"\0" * 262144, 0)
 st = os.stat(m + "/times")
-if st.st_mtime < before: known.append("mtime after a cached write: %d" % st.st_mtime)
+if st.st_mtime < before: bad.append("mtime after a cached write: %d" % st.st_mtime)
 if st.st_ctime < before: bad.append("ctime after a cached write: %d" % st.st_ctime)
 if st.st_size != 262144: bad.append("size after a cached write: %d" % st.st_size)
-if st.st_blocks < 512: known.append("st_blocks after 256 KiB cached: %d" % st.st_blocks)
+if st.st_blocks < 512: bad.append("st_blocks after 256 KiB cached: %d" % st.st_blocks)
+os.close(fd)
+fd = os.open(m + "/times2", os.O_RDWR | os.O_CREAT, 0o644)
+os.pwrite(fd, b"y", 10)
+os.utime(m + "/times2", (978307200, 978307200))
+st = os.stat(m + "/times2")
+if st.st_mtime != 978307200: bad.append("utime after a cached write: mtime %d" % st.st_mtime)
 os.close(fd)
 # No --xattr: ENOSYS to the kernel, which then stops asking for
 # security.capability before each write; callers get EOPNOTSUPP.
