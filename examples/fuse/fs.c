@@ -52,6 +52,11 @@ static const char *rel(const char *path)
 	return *path ? path : ".";
 }
 
+static bool ts_before(struct timespec a, struct timespec b)
+{
+	return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec < b.tv_nsec);
+}
+
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {
 	return a < b ? a : b;
@@ -409,6 +414,10 @@ static int inode_truncate(struct ufs_inode *ino, uint64_t size)
 		us_buf *b;
 
 		ino->size = size;
+		/* The backing file has the truncate's time: later than any
+		 * cached write's. */
+		if (ino->mtime.tv_sec)
+			clock_gettime(CLOCK_REALTIME, &ino->mtime);
 		if (size < old && tail && us_buf_lookup(ino->obj, size, &b) == 0) {
 			memset((char *)us_buf_data(b) + tail, 0, UFS_CHUNK_BYTES - tail);
 			us_buf_put(b);
@@ -517,6 +526,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		memcpy((char *)us_buf_data(b) + (pos - co), buf + done, n);
 		if (pos + n > ino->size)
 			ino->size = pos + n;
+		clock_gettime(CLOCK_REALTIME, &ino->mtime);
 		pthread_rwlock_unlock(&ino->data_lock);
 		/* Throttles this writer: pauses, or waits at the dirty limit. */
 		rc = us_buf_dirty(b, NULL);
@@ -626,11 +636,62 @@ static int ufs_open(const char *path, struct fuse_file_info *fi)
 	return attach(fs, fd, fi, fi->flags & O_TRUNC);
 }
 
+/*
+ * What a user creates belongs to that user (the daemon creates as root):
+ * the caller's uid, and its gid unless the parent directory is
+ * set-group-ID (the backing filesystem then gave the directory's group, as
+ * it would to the caller). By fd when there is one (before anyone else can
+ * open it), else by name. On failure the new entry is removed: nothing is
+ * left owned by root. 0 or a negative errno.
+ */
+static int own(const char *path, int fd, mode_t mode, bool dir)
+{
+	struct fuse_context *ctx = fuse_get_context();
+	struct ufs *fs = ctx->private_data;
+	const char *r = rel(path), *slash = strrchr(r, '/');
+	gid_t gid = ctx->gid;
+	struct stat pst;
+	int rc, err;
+
+	if (slash) {
+		char parent[PATH_MAX];
+
+		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - r), r);
+		rc = fstatat(fs->backing_fd, parent, &pst, 0);
+	} else {
+		rc = fstat(fs->backing_fd, &pst);
+	}
+	if (rc == 0 && (pst.st_mode & S_ISGID))
+		gid = (gid_t)-1;
+	if (ctx->uid == geteuid() && (gid == (gid_t)-1 || gid == getegid()))
+		return 0;
+	if (fd >= 0)
+		rc = fchown(fd, ctx->uid, gid);
+	else
+		rc = fchownat(fs->backing_fd, r, ctx->uid, gid, AT_SYMLINK_NOFOLLOW);
+	/* chown clears a file's set-user-ID and set-group-ID: give them back. */
+	if (rc == 0 && !dir && (mode & (S_ISUID | S_ISGID)) && !S_ISLNK(mode))
+		rc = fd >= 0 ? fchmod(fd, mode & 07777) : fchmodat(fs->backing_fd, r, mode & 07777, 0);
+	if (rc == 0)
+		return 0;
+	err = -errno;
+	unlinkat(fs->backing_fd, r, dir ? AT_REMOVEDIR : 0);
+	return err;
+}
+
 static int ufs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
 	struct ufs *fs = ufs_self();
-	int fd = openat(fs->backing_fd, rel(path), backing_flags(fi->flags) | O_CREAT, mode);
+	int fd = openat(fs->backing_fd, rel(path),
+			backing_flags(fi->flags) | O_CREAT | O_EXCL, mode);
+	int rc;
 
+	if (fd < 0 && errno == EEXIST && !(fi->flags & O_EXCL)) /* raced: open it */
+		fd = openat(fs->backing_fd, rel(path), backing_flags(fi->flags), mode);
+	else if (fd >= 0 && (rc = own(path, fd, mode, false))) {
+		close(fd);
+		return rc;
+	}
 	if (fd < 0)
 		return -errno;
 	return attach(fs, fd, fi, fi->flags & O_TRUNC);
@@ -697,10 +758,49 @@ static int ufs_getattr(const char *path, struct stat *st, struct fuse_file_info 
 	if ((ino = inode_find(fs, st))) {
 		pthread_rwlock_rdlock(&ino->data_lock);
 		st->st_size = (off_t)ino->size;
+		/* Cached writes not yet on the backing file: their time, and
+		 * the blocks their data will take. */
+		if (ino->mtime.tv_sec) {
+			blkcnt_t blocks = (blkcnt_t)((ino->size + 4095) / 4096 * 8);
+
+			st->st_mtim = ino->mtime;
+			if (ts_before(st->st_ctim, ino->mtime))
+				st->st_ctim = ino->mtime;
+			if (st->st_blocks < blocks)
+				st->st_blocks = blocks;
+		}
 		pthread_rwlock_unlock(&ino->data_lock);
 		inode_put(fs, ino);
 	}
 	return 0;
+}
+
+int ufs_inode_times(struct ufs_inode *ino)
+{
+	struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT } };
+	int rc = 0;
+
+	pthread_rwlock_rdlock(&ino->data_lock);
+	tv[1] = ino->mtime;
+	pthread_rwlock_unlock(&ino->data_lock);
+	if (!tv[1].tv_sec)
+		return 0;
+	if (futimens(ino->fd, tv) != 0)
+		rc = -errno;
+	pthread_rwlock_wrlock(&ino->data_lock);
+	/* A write since: its time is still to come. */
+	if (!rc && ino->mtime.tv_sec == tv[1].tv_sec && ino->mtime.tv_nsec == tv[1].tv_nsec)
+		ino->mtime.tv_sec = 0;
+	pthread_rwlock_unlock(&ino->data_lock);
+	return rc;
+}
+
+/* Explicit times replace those of the cached writes. */
+static void inode_times_set(struct ufs_inode *ino)
+{
+	pthread_rwlock_wrlock(&ino->data_lock);
+	ino->mtime.tv_sec = 0;
+	pthread_rwlock_unlock(&ino->data_lock);
 }
 
 static int ufs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
@@ -777,17 +877,17 @@ static int ufs_utimens(const char *path, const struct timespec tv[2], struct fus
 	if (h && h->ino)
 		rc = inode_sync(h, h->ino);
 	else if (!h && fstatat(fs->backing_fd, rel(path), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		 (ino = inode_find(fs, &st))) {
+		 (ino = inode_find(fs, &st)))
 		rc = inode_sync(NULL, ino);
+	if (!rc && h)
+		rc = futimens(h->dir ? dirfd(h->dir) : h->fd, tv) ? -errno : 0;
+	else if (!rc)
+		rc = utimensat(fs->backing_fd, rel(path), tv, AT_SYMLINK_NOFOLLOW) ? -errno : 0;
+	if (!rc && (ino || (h && h->ino)))
+		inode_times_set(ino ? ino : h->ino);
+	if (ino)
 		inode_put(fs, ino);
-	}
-	if (rc)
-		return rc;
-	if (h)
-		rc = futimens(h->dir ? dirfd(h->dir) : h->fd, tv);
-	else
-		rc = utimensat(fs->backing_fd, rel(path), tv, AT_SYMLINK_NOFOLLOW);
-	return rc ? -errno : 0;
+	return rc;
 }
 
 static int ufs_readlink(const char *path, char *buf, size_t size)
@@ -802,12 +902,16 @@ static int ufs_readlink(const char *path, char *buf, size_t size)
 
 static int ufs_mknod(const char *path, mode_t mode, dev_t rdev)
 {
-	return mknodat(ufs_self()->backing_fd, rel(path), mode, rdev) ? -errno : 0;
+	if (mknodat(ufs_self()->backing_fd, rel(path), mode, rdev))
+		return -errno;
+	return own(path, -1, mode, false);
 }
 
 static int ufs_mkdir(const char *path, mode_t mode)
 {
-	return mkdirat(ufs_self()->backing_fd, rel(path), mode) ? -errno : 0;
+	if (mkdirat(ufs_self()->backing_fd, rel(path), mode))
+		return -errno;
+	return own(path, -1, mode, true);
 }
 
 static int ufs_rmdir(const char *path)
@@ -817,7 +921,9 @@ static int ufs_rmdir(const char *path)
 
 static int ufs_symlink(const char *target, const char *path)
 {
-	return symlinkat(target, ufs_self()->backing_fd, rel(path)) ? -errno : 0;
+	if (symlinkat(target, ufs_self()->backing_fd, rel(path)))
+		return -errno;
+	return own(path, -1, S_IFLNK | 0777, false);
 }
 
 static int ufs_link(const char *from, const char *to)
@@ -858,7 +964,11 @@ static int ufs_access(const char *path, int mask)
 }
 
 /* Extended attributes go through /proc/self/fd/N/PATH: the l*xattr calls
- * have no *at form. */
+ * have no *at form. Without --xattr they answer ENOSYS, as libfuse's
+ * passthrough_ll does without -o xattr: the kernel then stops asking
+ * (EOPNOTSUPP to the caller, as a filesystem without extended attributes),
+ * and above all stops sending GETXATTR security.capability before every
+ * write (file_remove_privs()), one request per write otherwise. */
 static void xpath(char *out, size_t len, const char *path)
 {
 	snprintf(out, len, "/proc/self/fd/%d/%s", ufs_self()->backing_fd, rel(path));
@@ -869,6 +979,9 @@ static int ufs_setxattr(const char *path, const char *name, const char *value, s
 {
 	char p[PATH_MAX + 64];
 
+	if (!ufs_self()->opt.xattr)
+		return -ENOSYS;
+
 	xpath(p, sizeof(p), path);
 	return lsetxattr(p, name, value, size, flags) ? -errno : 0;
 }
@@ -877,6 +990,9 @@ static int ufs_getxattr(const char *path, const char *name, char *value, size_t 
 {
 	char p[PATH_MAX + 64];
 	ssize_t n;
+
+	if (!ufs_self()->opt.xattr)
+		return -ENOSYS;
 
 	xpath(p, sizeof(p), path);
 	n = lgetxattr(p, name, value, size);
@@ -888,6 +1004,9 @@ static int ufs_listxattr(const char *path, char *list, size_t size)
 	char p[PATH_MAX + 64];
 	ssize_t n;
 
+	if (!ufs_self()->opt.xattr)
+		return -ENOSYS;
+
 	xpath(p, sizeof(p), path);
 	n = llistxattr(p, list, size);
 	return n < 0 ? -errno : (int)n;
@@ -896,6 +1015,9 @@ static int ufs_listxattr(const char *path, char *list, size_t size)
 static int ufs_removexattr(const char *path, const char *name)
 {
 	char p[PATH_MAX + 64];
+
+	if (!ufs_self()->opt.xattr)
+		return -ENOSYS;
 
 	xpath(p, sizeof(p), path);
 	return lremovexattr(p, name) ? -errno : 0;

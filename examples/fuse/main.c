@@ -2,11 +2,14 @@
  * unstable-fuse BACKING_DIR MOUNTPOINT [-f] [--max SIZE]
  *               [--domain-by cgroup|uid|none] [--cgroup-percent N]
  *               [--commit-interval TIME] [--stats FILE] [--flushers N]
+ *               [--dirty-ratio N] [--xattr] [-V] [-h]
  *               [FUSE options: -d, -s, -o opt,...]
  *
  * A passthrough filesystem over BACKING_DIR whose writes are cached,
  * accounted and written back by the unstable engine (see ufuse.h for the
- * data path). Bad arguments: a message and exit status 2.
+ * data path). Bad arguments: a message and exit status 2. -V prints the
+ * version. Exit status 0 after an unmount (or SIGTERM, SIGINT, SIGHUP) that
+ * wrote everything back, 1 otherwise.
  *
  * Unmounting (fusermount3 -u, umount, SIGINT, SIGTERM) writes back and
  * commits everything before the process exits: wait for it to exit before
@@ -28,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,11 +63,21 @@ static void usage(FILE *f)
 		"  --dirty-ratio N         each domain's dirty limit (dirty, writeback and unstable\n"
 		"                          data) in %% of its max, background writeback from half\n"
 		"                          of it (default 50)\n"
-		"  -h, --help              this text and the FUSE options\n"
+		"  --xattr                 pass extended attributes through (default: none, as\n"
+		"                          without it the kernel asks for security.capability\n"
+		"                          before every write)\n"
+		"  -d                      FUSE debug output (implies -f)\n"
+		"  -s                      one FUSE worker thread\n"
+		"  -o allow_other          let other users than the one who mounts use the mount\n"
+		"                          (the kernel checks their permissions: default_permissions;\n"
+		"                          a non-root mounter needs user_allow_other in /etc/fuse.conf)\n"
+		"  -o max_threads=N        FUSE worker threads (at least %d)\n"
+		"  -V, --version           the version\n"
+		"  -h, --help              this text and the other FUSE options\n"
 		"\n"
 		"SIZE: bytes, or with K, M, G or T (KiB..TiB). TIME: seconds, or with ms, s or m.\n"
 		"Data is cached in chunks of %llu KiB.\n",
-		(unsigned long long)(UFS_CHUNK_BYTES >> 10));
+		UFS_DEFAULT_THREADS, (unsigned long long)(UFS_CHUNK_BYTES >> 10));
 }
 
 static int bad(const char *fmt, const char *arg)
@@ -226,11 +240,21 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 		size_t k;
 
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			/* Not fuse_cmdline_help(): it lists -h and -f again. */
 			usage(stdout);
-			printf("\nFUSE options:\n");
-			fuse_cmdline_help();
+			printf("\nOther FUSE options:\n");
 			fuse_lib_help(fa);
 			exit(0);
+		}
+		if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+			printf("unstable-fuse with libunstable %s\n", us_version());
+			fflush(stdout);
+			fuse_lowlevel_version();
+			exit(0);
+		}
+		if (strcmp(a, "--xattr") == 0) {
+			o->xattr = true;
+			continue;
 		}
 		if (strcmp(a, "-o") == 0) {
 			if (i + 1 == argc)
@@ -322,6 +346,8 @@ int main(int argc, char **argv)
 	sigset_t set;
 	int rc, ret = 0;
 
+	/* The kernel applies the caller's umask to the modes it sends. */
+	umask(0);
 	fs.opt.max_bytes = UFS_DEFAULT_MAX;
 	fs.opt.cgroup_percent = UFS_DEFAULT_PERCENT;
 	fs.opt.commit_interval_ns = UFS_DEFAULT_COMMIT;
@@ -411,7 +437,10 @@ int main(int argc, char **argv)
 		ret = fuse_loop_mt(fuse, cfg);
 		fuse_loop_cfg_destroy(cfg);
 	}
-	ret = ret ? 1 : 0;
+	/* A loop ended by SIGTERM, SIGINT or SIGHUP returns the signal: a
+	 * clean end, as an unmount. The status is then that of the final
+	 * write-back. */
+	ret = ret && ret != SIGTERM && ret != SIGINT && ret != SIGHUP ? 1 : 0;
 
 	atomic_store(&stats_stop, true);
 	pthread_join(stats, NULL);

@@ -77,6 +77,7 @@ struct ufs_options {
 	char *stats_path;     /* NULL: no stats file */
 	unsigned flushers;    /* the engine's flusher threads */
 	unsigned dirty_ratio; /* each domain's dirty limit, % of its max (0: the engine's 20) */
+	bool xattr;	      /* pass extended attributes through (else ENOSYS) */
 };
 
 struct ufs_inode {
@@ -90,7 +91,16 @@ struct ufs_inode {
 	pthread_rwlock_t io_lock;
 	pthread_rwlock_t data_lock;
 	uint64_t size; /* logical size; under data_lock */
+	/* The time of the last cached write, reported by getattr as mtime and
+	 * ctime until the backing file has it (ufs_inode_times()); tv_sec 0:
+	 * none. Under data_lock. */
+	struct timespec mtime;
 };
+
+/* Gives the backing file the mtime of the cached writes (call after the
+ * last run of them is written back) and stops getattr overriding it.
+ * 0 or a negative errno. */
+int ufs_inode_times(struct ufs_inode *ino);
 
 /* A domain made for a uid or a cgroup. */
 struct ufs_domain {
