@@ -25,6 +25,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/types.h>
 
 #ifdef US_WITH_JEMALLOC
 #include <jemalloc/jemalloc.h>
@@ -80,9 +81,16 @@ void *us__payload_alloc(us_engine *e, const us_domain *d, size_t size)
 		return p;
 	}
 #ifdef US_WITH_JEMALLOC
-	if (d->has_arena)
-		return mallocx(size, MALLOCX_ARENA(d->arena) | payload_flags(size) | MALLOCX_ZERO);
-	return mallocx(size, payload_flags(size) | MALLOCX_ZERO);
+	/*
+	 * Zeroed here, not with MALLOCX_ZERO: jemalloc zeroes a reused dirty
+	 * extent by purging it (madvise DONTNEED), which hands the pages back
+	 * and faults them in again, the cost the resident pool is there to
+	 * avoid.
+	 */
+	p = mallocx(size, (d->has_arena ? MALLOCX_ARENA(d->arena) : 0) | payload_flags(size));
+	if (p)
+		memset(p, 0, size);
+	return p;
 #else
 	(void)d;
 	return calloc(1, size);
@@ -108,11 +116,22 @@ bool us__arena_create(us_engine *e, unsigned *ind)
 {
 #ifdef US_WITH_JEMALLOC
 	size_t sz = sizeof(*ind);
+	ssize_t never = -1;
+	char name[64];
 
 	if (e->have_hooks || e->narenas >= e->max_arenas)
 		return false;
 	if (mallctl("arenas.create", ind, &sz, NULL, 0) != 0)
 		return false;
+	/*
+	 * Freed payloads stay resident in the arena, to be reused by the next
+	 * buffer without a fault: no decay. The engine purges explicitly
+	 * (us__victims_release(), us_domain_set_limit(), us_domain_purge()).
+	 */
+	snprintf(name, sizeof(name), "arena.%u.dirty_decay_ms", *ind);
+	mallctl(name, NULL, NULL, &never, sizeof(never));
+	snprintf(name, sizeof(name), "arena.%u.muzzy_decay_ms", *ind);
+	mallctl(name, NULL, NULL, &never, sizeof(never));
 	e->narenas++;
 	return true;
 #else
@@ -147,6 +166,34 @@ void us__arena_purge(us_engine *e, unsigned ind)
 #else
 	(void)e;
 	(void)ind;
+#endif
+}
+
+uint64_t us__arenas_dirty(const unsigned *ind, unsigned n)
+{
+#ifdef US_WITH_JEMALLOC
+	uint64_t epoch = 1, total = 0;
+	size_t sz = sizeof(epoch), pdirty, psz, page = 0;
+	char name[64];
+	unsigned i;
+
+	if (mallctl("epoch", &epoch, &sz, &epoch, sz) != 0)
+		return UINT64_MAX;
+	psz = sizeof(page);
+	if (mallctl("arenas.page", &page, &psz, NULL, 0) != 0)
+		return UINT64_MAX;
+	for (i = 0; i < n; i++) {
+		psz = sizeof(pdirty);
+		snprintf(name, sizeof(name), "stats.arenas.%u.pdirty", ind[i]);
+		if (mallctl(name, &pdirty, &psz, NULL, 0) != 0)
+			return UINT64_MAX; /* no statistics: purge as before */
+		total += (uint64_t)pdirty * page;
+	}
+	return total;
+#else
+	(void)ind;
+	(void)n;
+	return 0;
 #endif
 }
 

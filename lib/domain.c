@@ -128,6 +128,7 @@ int us_domain_set_limit(us_domain *d, enum us_limit which, uint64_t value)
 	struct us_list victims;
 	us_engine *e;
 	int rc = 0;
+	bool lowered = false;
 
 	if (!d)
 		return -EINVAL;
@@ -163,6 +164,7 @@ int us_domain_set_limit(us_domain *d, enum us_limit which, uint64_t value)
 			}
 			us__evict_to(d, value, &victims);
 		}
+		lowered = value < d->max;
 		d->max = value;
 		break;
 	case US_LIMIT_HIGH:
@@ -186,7 +188,11 @@ int us_domain_set_limit(us_domain *d, enum us_limit which, uint64_t value)
 		break;
 	}
 	us__unlock(e);
-	us__victims_release(e, &victims);
+	/* A lower max gives the arenas' kept pages back (us__victims_release()). */
+	if (lowered)
+		us__victims_release_purge(e, &victims);
+	else
+		us__victims_release(e, &victims);
 	return rc;
 }
 

@@ -552,6 +552,9 @@ void us__payload_free(us_engine *e, void *p, size_t size);
 bool us__arena_create(us_engine *e, unsigned *ind);
 void us__arena_destroy(us_engine *e, unsigned ind);
 void us__arena_purge(us_engine *e, unsigned ind);
+/* Bytes of freed pages the arenas keep resident (their dirty pages, from
+ * fresh statistics); UINT64_MAX when jemalloc keeps no statistics. */
+uint64_t us__arenas_dirty(const unsigned *ind, unsigned n);
 
 /* domain.c */
 void us__domain_add(us_domain *d, size_t field, int64_t delta);
@@ -773,6 +776,8 @@ void us__lru_fix(us_domain *d);
 void us__buf_detach(us_buf *b, struct us_list *victims);
 /* Without the lock: tells the evict callbacks, frees. Takes and drops it. */
 void us__victims_release(us_engine *e, struct us_list *victims);
+/* The same, then purges the arenas that served them (a max was lowered). */
+void us__victims_release_purge(us_engine *e, struct us_list *victims);
 
 #define US_COUNTER(field) offsetof(struct us_counters, field)
 

@@ -207,29 +207,48 @@ int us__charge(us_domain *d, uint64_t len, struct us_list *victims)
 }
 
 /*
- * After eviction the payloads' pages are free in their arenas but still
- * resident: the arenas that served them are purged, at most once per
- * reclaim_wait for the engine, so that the process's resident memory falls
- * with the charged bytes (DESIGN §6) without a madvise per buffer.
+ * After eviction the payloads' pages are free in their arenas and stay
+ * resident (no decay, us__arena_create()): the next buffer reuses them
+ * without a page fault, and a purge per eviction (a madvise with its TLB
+ * shootdown, then a refault per page) cost most of a write's time. They are
+ * purged only when the pages the arenas keep plus the root's charge exceed
+ * the root's max by an eighth (several arenas each keeping its peak), checked
+ * at most once per reclaim_wait; explicitly by us_domain_purge(); and when a
+ * max is lowered (us__victims_release_purge()).
  */
 #define US_PURGE_MAX 8
 
-void us__victims_release(us_engine *e, struct us_list *victims)
+static void victims_release(us_engine *e, struct us_list *victims, bool force)
 {
 	unsigned arenas[US_PURGE_MAX], narenas = 0, i;
-	bool purge = false;
+	uint64_t charged = 0, limit = UINT64_MAX;
+	bool check = false;
+	struct us_list *pos;
 
 	us__lock_nodrain(e);
-	if (!us_list_empty(victims) && us__now(e) >= e->next_purge_ns) {
-		purge = true;
-		e->next_purge_ns = sat_add(us__now(e), e->reclaim_wait_ns);
+	if (force || (!us_list_empty(victims) && us__now(e) >= e->next_purge_ns)) {
+		check = true;
+		if (!force)
+			e->next_purge_ns = sat_add(us__now(e), e->reclaim_wait_ns);
+		charged = e->root->c.charged;
+		if (e->root->max != US_UNLIMITED)
+			limit = sat_add(e->root->max, e->root->max / 8);
+		/* The arenas that keep pages: the root's and its children's. */
+		if (e->root->own_arena)
+			arenas[narenas++] = e->root->arena;
+		us_list_for_each (pos, &e->root->children) {
+			us_domain *c = us_container_of(pos, us_domain, sibling);
+
+			if (c->own_arena && narenas < US_PURGE_MAX)
+				arenas[narenas++] = c->arena;
+		}
 	}
 	us__unlock(e);
 	while (!us_list_empty(victims)) {
 		us_buf *b = us_container_of(victims->next, us_buf, link);
 		us_object *o = b->obj;
 
-		if (purge && b->data && o->domain->has_arena) {
+		if (check && b->data && o->domain->has_arena) {
 			for (i = 0; i < narenas && arenas[i] != o->domain->arena; i++)
 				;
 			if (i == narenas && narenas < US_PURGE_MAX)
@@ -247,6 +266,20 @@ void us__victims_release(us_engine *e, struct us_list *victims)
 		us__unlock(e);
 		us__buf_free(e, b);
 	}
+	if (!check || narenas == 0)
+		return;
+	if (!force && sat_add(charged, us__arenas_dirty(arenas, narenas)) <= limit)
+		return;
 	for (i = 0; i < narenas; i++)
 		us__arena_purge(e, arenas[i]);
+}
+
+void us__victims_release(us_engine *e, struct us_list *victims)
+{
+	victims_release(e, victims, false);
+}
+
+void us__victims_release_purge(us_engine *e, struct us_list *victims)
+{
+	victims_release(e, victims, true);
 }

@@ -837,9 +837,18 @@ US_EXPORT uint64_t us_buf_commit_seq(const us_buf *b);
 /* Memory                                                                    */
 
 /*
- * Returns the unused dirty pages of the jemalloc arena that serves d to the
- * system, so that resident memory falls after buffers were freed. Returns 0,
- * also when the engine does not use jemalloc arenas. Errors: -EINVAL.
+ * Payload memory stays resident: the pages of evicted or freed payloads are
+ * kept in their jemalloc arena (no decay) and reused by the next buffer
+ * without a page fault, so a domain at its max holds about its max, not
+ * more. The engine gives them back to the system only when a domain's max is
+ * lowered (us_domain_set_limit()), when the pages kept by all the arenas plus
+ * the root's charge would exceed the root's max by an eighth (checked after
+ * eviction, at most once per reclaim wait), and on us_domain_purge().
+ *
+ * us_domain_purge() returns the unused pages of the jemalloc arena that
+ * serves d to the system at once, so that resident memory falls to what is
+ * charged. Returns 0, also when the engine does not use jemalloc arenas.
+ * Errors: -EINVAL.
  */
 US_EXPORT int us_domain_purge(us_domain *d);
 
