@@ -109,7 +109,12 @@ START_TEST(test_evictions_keep_pages)
 	fprintf(stderr,
 		"residentpool: 384 evictions, %llu pages purged, arena resident %zu KiB, %ld faults\n",
 		(unsigned long long)(purged1 - purged0), resident >> 10, faults);
+	/* ThreadSanitizer's shadow memory faults in beside every page the
+	 * test touches: the process's fault count says nothing there; the
+	 * purge count below does. */
+#if !defined(__SANITIZE_THREAD__)
 	ck_assert_int_lt(faults, 4096);
+#endif
 	ck_assert_uint_eq(purged1, purged0);
 	ck_assert_uint_ge(resident, 8u << 20);
 	ck_assert_uint_le(resident, 10u << 20);
