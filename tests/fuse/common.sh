@@ -15,8 +15,18 @@ skip() {
 	exit 77
 }
 
+# fail MESSAGE: fails the test, showing the end of every log and command
+# output it kept in $WORK (daemon logs, dd's reports), so that a failure on
+# a CI machine says why.
 fail() {
+	local f
 	echo "FAIL: $*" >&2
+	[[ -n ${WORK:-} ]] || exit 1
+	for f in "$WORK"/*.log "$WORK"/*.out; do
+		[[ -f $f ]] || continue
+		echo "--- ${f##*/} (last 15 lines)" >&2
+		tail -n 15 "$f" >&2
+	done
 	exit 1
 }
 
@@ -33,7 +43,12 @@ cleanup() {
 	local m p cg
 	set +e
 	for m in "${MOUNTS[@]}"; do
-		mountpoint -q "$m" && { fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; }
+		# A mount whose daemon died answers stat with ENOTCONN, which
+		# mountpoint(1) does not count as mounted: ask the mount table.
+		if mountpoint -q "$m" || awk -v m="$m" '$5 == m { f = 1 } END { exit !f }' \
+			/proc/self/mountinfo; then
+			fusermount3 -u "$m" 2>/dev/null || umount -l "$m"
+		fi
 	done
 	for p in "${PIDS[@]}"; do
 		# A daemon still running after its unmount is writing back:
