@@ -375,6 +375,7 @@ int us_engine_destroy(us_engine *e)
 		us__meta_free(e, b, sizeof(*b));
 	}
 	domain_free_all(e, e->root);
+	us__names_fini(e);
 	us__threads_fini(e);
 	pthread_mutex_destroy(&e->lock);
 	/* The engine record itself goes back through the same hooks. */

@@ -223,6 +223,7 @@ struct us_domain {
 	_Atomic uint64_t credit_gen;
 	struct us_list children;
 	struct us_list sibling;
+	us_domain *name_next; /* the chain of the engine's name table (domain.c) */
 	char name[US_NAME_MAX + 1];
 	unsigned depth;
 	uint64_t nchildren;
@@ -488,6 +489,10 @@ struct us_engine {
 	unsigned max_arenas;
 	unsigned narenas;
 	us_domain *root;
+	/* Every domain but the root by (parent, name), so creating one checks
+	 * its siblings' names in O(1) however many it has (domain.c). */
+	us_domain **names;
+	size_t names_size, ndomains; /* buckets (a power of 2, or 0); domains in it */
 	struct us_list backends;
 	/* LRU stamps: ordinary ones count up from 2^62, those of buffers
 	 * written back for reclaim count down from it (evicted first). */
@@ -546,6 +551,7 @@ uint64_t us__now(us_engine *e);
 
 /* alloc.c */
 void *us__meta_alloc(us_engine *e, size_t size); /* zeroed */
+void us__names_fini(us_engine *e); /* frees the domain name table (domain.c) */
 void us__meta_free(us_engine *e, void *p, size_t size);
 void *us__payload_alloc(us_engine *e, const us_domain *d, size_t size); /* zeroed */
 void us__payload_free(us_engine *e, void *p, size_t size);

@@ -6,6 +6,7 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,48 @@ START_TEST(test_tree)
 	ck_assert_int_eq(us_domain_create(e, NULL, "a", US_DOMAIN_ARENA, &a), 0);
 	ck_assert_int_eq(us_domain_purge(a), 0);
 	ck_assert_int_eq(us_domain_destroy(b), 0);
+	tu_check(e);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+}
+END_TEST
+
+/*
+ * Sibling names at scale (the engine's name table, grown while domains are
+ * made): 10,000 children under each of two parents with the same names, every
+ * duplicate refused under its own parent only, names free again once their
+ * domain is destroyed, and the table consistent after half are gone.
+ */
+START_TEST(test_names_at_scale)
+{
+	enum { N = 10000 };
+	us_engine *e = tu_engine(1u << 30);
+	us_domain *p1 = mk(e, NULL, "p1"), *p2 = mk(e, NULL, "p2"), *x;
+	static us_domain *d1[N], *d2[N];
+	char name[32];
+	int i;
+
+	for (i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "d%d", i);
+		ck_assert_int_eq(us_domain_create(e, p1, name, 0, &d1[i]), 0);
+		ck_assert_int_eq(us_domain_create(e, p2, name, 0, &d2[i]), 0);
+		ck_assert_int_eq(us_domain_create(e, p1, name, 0, &x), -EEXIST);
+	}
+	/* A name of p1's children is free under the root and p1's children. */
+	ck_assert_int_eq(us_domain_create(e, d1[7], "d7", 0, &x), 0);
+	ck_assert_int_eq(us_domain_destroy(x), 0);
+	for (i = 0; i < N; i += 2)
+		ck_assert_int_eq(us_domain_destroy(d1[i]), 0);
+	for (i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "d%d", i);
+		ck_assert_int_eq(us_domain_create(e, p2, name, 0, &x), -EEXIST);
+		if (i % 2) {
+			ck_assert_int_eq(us_domain_create(e, p1, name, 0, &x), -EEXIST);
+		} else {
+			ck_assert_int_eq(us_domain_create(e, p1, name, 0, &d1[i]), 0);
+			ck_assert_ptr_eq(us_domain_parent(d1[i]), p1);
+			ck_assert_str_eq(us_domain_name(d1[i]), name);
+		}
+	}
 	tu_check(e);
 	ck_assert_int_eq(us_engine_destroy(e), 0);
 }
@@ -377,6 +420,7 @@ int main(void)
 	TCase *tc = tcase_create("hierarchy");
 
 	tcase_add_test(tc, test_tree);
+	tcase_add_test(tc, test_names_at_scale);
 	tcase_add_test(tc, test_hierarchical_charging);
 	tcase_add_test(tc, test_parent_max_bounds_subtree);
 	tcase_add_test(tc, test_lower_max_at_runtime);
