@@ -10,7 +10,8 @@
 #   - every real page names itself in NAME, has a .TH of its own name and
 #     section, and lints clean with mandoc -Tlint -W warning (no output);
 #   - every page has the sections its kind needs (RETURN VALUE, ERRORS and
-#     ATTRIBUTES for a function page), and every function a section-3 page
+#     ATTRIBUTES for a function page), every page of this project it refers
+#     to (.BR us_x (3), unstable (7)) exists, and every function a section-3 page
 #     names is declared in HEADER with the prototype its SYNOPSIS shows;
 #   - with BUILDDIR, `cmake --install BUILDDIR --component man` into a
 #     temporary prefix installs every page under share/man/manN, and man(1)
@@ -179,6 +180,9 @@ for p in "${pages[@]}"; do
 		if [[ $line == ".SH "* ]]; then
 			line=${line#.SH }
 			have+=${line//\"/}$'\n'
+		elif [[ $line =~ ^\.BR\ (us_[a-z_]+|unstable[a-z\\-]*)\ \(([137])\) ]]; then
+			ref=${BASH_REMATCH[1]//\\/}.${BASH_REMATCH[2]}
+			[[ -f $mandir/$ref ]] || fail "$base: refers to ${ref%.*}(${ref##*.}), which has no page"
 		fi
 	done
 	for sec in "${need[@]}"; do
