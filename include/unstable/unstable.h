@@ -43,13 +43,15 @@
  * so a callback may call any function of this header, including the
  * completion functions for the buffers it was handed. In polled mode no
  * function blocks. In threaded mode (us_engine_options.flusher_threads)
- * callbacks run on the flusher threads too, and only the blocking forms
- * (us_buf_dirty() with a NULL pause, us_object_balance_wait()) wait; from
- * inside a callback they return -EDEADLK instead, on any number of threads
- * at once (each thread marks the callbacks it runs on its own stack).
+ * callbacks run on the flusher threads too, and only the blocking calls wait:
+ * us_buf_dirty() with a NULL pause, us_object_balance_wait(), us_buf_get()
+ * waiting for reclaim, us_object_sync(), us_domain_sync() and
+ * us_engine_shutdown(); from inside a callback they return -EDEADLK instead,
+ * on any number of threads at once (each thread marks the callbacks it runs
+ * on its own stack).
  *
  * ERRORS
- * * Functions return 0 (or a count) on success and a negative errno on
+ * Functions return 0 (or a count) on success and a negative errno on
  * failure; errno itself is never used as a channel. On failure nothing has
  * changed and no callback was called, with two exceptions said where they
  * apply: event counters (a refused charge counts in enomem and max_events),
@@ -162,7 +164,7 @@ US_EXPORT void us_engine_options_init(struct us_engine_options *opts);
 /*
  * Creates an engine. opts may be NULL for the defaults.
  * Errors: -EINVAL (bad size, unknown clock, custom clock without clock_fn,
- * incomplete hooks, memory_bytes of 0), -ENOMEM.
+ * incomplete hooks, memory_bytes of 0, more than 64 flusher_threads), -ENOMEM.
  */
 US_EXPORT int us_engine_create(const struct us_engine_options *opts, us_engine **out);
 
@@ -270,9 +272,11 @@ US_EXPORT int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns);
 
 /*
  * Creates a domain under parent (NULL: the root). name is copied, at most
- * 63 bytes, and must be unique among its siblings. Flags: US_DOMAIN_ARENA
- * asks for a jemalloc arena of its own (granted while the engine has fewer
- * than max_arenas; otherwise the domain silently shares its ancestor's).
+ * 63 bytes, and must be unique among its siblings. A domain made directly
+ * under the root gets a jemalloc arena of its own; deeper ones share their
+ * ancestor's unless flags has US_DOMAIN_ARENA (either way granted while the
+ * engine has fewer than max_arenas; otherwise the domain silently shares its
+ * ancestor's).
  * Errors: -EINVAL (NULL name or out, empty or too long name, foreign parent,
  * unknown flag), -EEXIST (sibling with that name), -ENOMEM.
  */
@@ -282,7 +286,7 @@ US_EXPORT int us_domain_create(us_engine *e, us_domain *parent, const char *name
 
 /*
  * Destroys a domain. Errors: -EINVAL (NULL, the root), -EBUSY (it has child
- * domains, objects or charged bytes).
+ * domains, objects or charged bytes, or a sync on it is not yet freed).
  */
 US_EXPORT int us_domain_destroy(us_domain *d);
 
@@ -515,7 +519,8 @@ US_EXPORT int us_object_create(us_backend *b, us_domain *d, void *user, us_objec
 /*
  * Destroys an object. Its clean unreferenced buffers are evicted (evict
  * callback). Errors: -EINVAL, -EBUSY (a buffer is dirty, in writeback,
- * unstable or referenced, or a callback on the object is running).
+ * unstable or referenced, a callback on the object is running, or a sync
+ * on it is not yet freed).
  */
 US_EXPORT int us_object_destroy(us_object *o);
 
@@ -810,7 +815,7 @@ enum us_write_result {
  * number for US_WRITE_UNSTABLE (>= 1), ignored otherwise. err: a negative
  * errno for US_WRITE_ERROR and US_WRITE_LOST (-EIO if 0), ignored otherwise.
  * A buffer flagged REDIRTIED goes to DIRTY whatever the result. An unstable
- * write whose seq the backend or object has already reported committed goes * straight to CLEAN, and one acknowledged UNSTABLE after the backend's
+ * write whose seq the backend or object has already reported committed goes straight to CLEAN, and one acknowledged UNSTABLE after the backend's
  * us_backend_commit_lost() (the server that acknowledged it restarted) goes
  * back to DIRTY. May be called from any thread, inside the flush callback or
  * later. Errors: -EINVAL (NULL, unknown result, seq of 0 for UNSTABLE, err
@@ -940,7 +945,7 @@ struct us_backend_stats {
 	uint64_t commits_per_gib;
 };
 
-/* Errors: -EINVAL (NULL, st->size smaller than the first release's). */
+/* Errors: -EINVAL (NULL, st->size smaller than this header's struct). */
 US_EXPORT int us_backend_stats(const us_backend *b, struct us_backend_stats *st);
 
 /*
