@@ -20,10 +20,11 @@
 #define STR_(x) #x
 #define STR(x)	STR_(x)
 
-/* The first line of path that starts with prefix: the text after it, up to
- * any of the characters in stop, into out. Returns 0, or -1 when none. */
-static int find(const char *path, const char *prefix, const char *skip, const char *stop,
-		char *out, size_t len)
+/* The first line of path that starts with prefix (and, when skip is not NULL,
+ * not with prefix then skip): the text after prefix, up to any of the
+ * characters in stop, into out. Returns 0, or -1 when there is none. */
+static int find(const char *path, const char *prefix, const char *skip, const char *stop, char *out,
+		size_t len)
 {
 	char line[512];
 	FILE *f = fopen(path, "r");
@@ -73,7 +74,8 @@ int main(int argc, char **argv)
 	printf("version: %-44s %s\n", "us_version() of libunstable", lib);
 	bad |= check("version.h US_VERSION_STRING", US_VERSION_STRING, lib);
 	bad |= check("version.h US_VERSION_MAJOR.MINOR.PATCH",
-		     STR(US_VERSION_MAJOR) "." STR(US_VERSION_MINOR) "." STR(US_VERSION_PATCH), lib);
+		     STR(US_VERSION_MAJOR) "." STR(US_VERSION_MINOR) "." STR(US_VERSION_PATCH),
+		     lib);
 	bad |= check("unstable.pc Version", pc, lib);
 	bad |= check("unstableConfigVersion.cmake PACKAGE_VERSION", cmake, lib);
 	bad |= check("CHANGELOG.md newest release", changelog, lib);
