@@ -144,7 +144,7 @@ static void worst_print(const struct worst *w)
 }
 
 /* Ours faster than the seed by more than 10 %: the model is optimistic
- * there (README: what it leaves out), not a match. */
+ * there (docs/simulator.md: what it leaves out), not a match. */
 static bool optimistic(double seed, double ours)
 {
 	return seed < 0.9 * ours;
@@ -668,8 +668,9 @@ static int memcg(enum sim_policy pol, bool json, const struct mode *m)
 	if (!m->realtime) {
 		printf("(backend 40 MB/s; ours: dd's own rate, virtual time; a 2G limit holds the "
 		       "whole copy in memory%s)\n",
-		       unpatched ? "; no-reclaim-wait: the unpatched kernel's reclaim, README" :
-				   "");
+		       unpatched ?
+			       "; no-reclaim-wait: the unpatched kernel's reclaim, docs/simulator.md" :
+			       "");
 		worst_print(&worst);
 		return 0;
 	}

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Smoke test of us-bench-scale (bench/scale.c): a tiny run prints one valid
-# JSON object with the fields the README quotes. Timings are not asserted.
+# JSON object with the fields docs/performance.md quotes. Timings are not asserted.
 # Usage: bench_scale.sh <path to us-bench-scale>
 set -eu
 bin=$1

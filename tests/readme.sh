@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# readme.sh SRCDIR: the README's quick start says what .ci/run does. Its
+# apt-get command names exactly the packages of .ci/run's packages=(...)
+# list, and its test command is .ci/run's readme_test, character for
+# character (an indented code line of its own).
+set -euo pipefail
+
+src=$(cd "${1:?usage: readme.sh SRCDIR}" && pwd)
+ci=$src/.ci/run
+readme=$src/README.md
+
+words() { tr -d '()\\' | tr ' \t' '\n\n' | sed '/^$/d' | LC_ALL=C sort; }
+
+want=$(sed -n '/^packages=(/,/)/p' "$ci" | sed 's/^packages=//' | words)
+have=$(sed -n '/apt-get install -y/,/^$/p' "$readme" | words |
+	grep -vx -e sudo -e apt-get -e install -e -y || true)
+if [[ -z $want ]]; then
+	echo "readme: FAIL: no packages=(...) list in $ci"
+	exit 1
+fi
+if [[ $want != "$have" ]]; then
+	echo "readme: FAIL: the README's apt-get line and .ci/run's packages differ (< .ci/run, > README):"
+	diff <(printf '%s\n' "$want") <(printf '%s\n' "$have") || true
+	exit 1
+fi
+echo "readme: the apt-get line names .ci/run's $(wc -l <<<"$want") packages"
+
+test_cmd=$(sed -n "s/^readme_test='\(.*\)'\$/\1/p" "$ci")
+if [[ -z $test_cmd ]] || ! grep -qxF "    $test_cmd" "$readme"; then
+	echo "readme: FAIL: the README has no line '    $test_cmd' (.ci/run's readme_test)"
+	exit 1
+fi
+echo "readme: the test command is .ci/run's: $test_cmd"
