@@ -4,7 +4,7 @@
 # 4 files of up to 3 MiB through a mount whose root domain is 1 MiB, every
 # read checked against the program's model; after the unmount the backing
 # files must equal the model. The seed is printed; US_FSX_SEED=N reruns it,
-# US_FSX_OPS=N sets the number of operations (default 6000).
+# US_FSX_OPS=N sets the number of operations (default 5000).
 #
 # First, a short run whose model is deliberately corrupted must fail: the
 # checks can see wrong data.
@@ -12,7 +12,7 @@ source "$(dirname "$0")/common.sh"
 
 FSX=${US_FSX:-$(dirname "$UFS")/../../tests/us-fuse-fsx}
 [[ -x $FSX ]] || fail "no us-fuse-fsx (set US_FSX)"
-OPS=${US_FSX_OPS:-6000}
+OPS=${US_FSX_OPS:-5000}
 SEED=${US_FSX_SEED:-$(( (RANDOM << 30 | RANDOM << 15 | RANDOM) + 1 ))}
 mkdir -p "$WORK/model"
 
