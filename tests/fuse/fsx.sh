@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# fsx-style random operations (tests/fuse/fsx.c: pwrite, pread, mapped reads
+# and writes with msync, ftruncate up and down, fsync, close and reopen) on
+# 4 files of up to 3 MiB through a mount whose root domain is 1 MiB, every
+# read checked against the program's model; after the unmount the backing
+# files must equal the model. The seed is printed; US_FSX_SEED=N reruns it,
+# US_FSX_OPS=N sets the number of operations (default 5000).
+#
+# First, a short run whose model is deliberately corrupted must fail: the
+# checks can see wrong data.
+source "$(dirname "$0")/common.sh"
+
+FSX=${US_FSX:-$(dirname "$UFS")/../../tests/us-fuse-fsx}
+[[ -x $FSX ]] || fail "no us-fuse-fsx (set US_FSX)"
+OPS=${US_FSX_OPS:-5000}
+SEED=${US_FSX_SEED:-$(( (RANDOM << 30 | RANDOM << 15 | RANDOM) + 1 ))}
+mkdir -p "$WORK/model"
+
+ufs_mount fsx "$WORK/backing" "$WORK/mnt" --max 1M --stats "$WORK/stats"
+
+if "$FSX" "$WORK/mnt" "$WORK/model" -n 400 -s "$SEED" --corrupt-model >"$WORK/corrupt.out" 2>&1; then
+	cat "$WORK/corrupt.out"
+	fail "a run with a corrupted model passed: the checks see nothing"
+fi
+grep -q '^FAIL' "$WORK/corrupt.out" || { cat "$WORK/corrupt.out"; fail "the corrupted run did not fail on a check"; }
+echo "a corrupted model is caught: $(grep -m1 '^FAIL' "$WORK/corrupt.out")"
+
+start=$SECONDS
+"$FSX" "$WORK/mnt" "$WORK/model" -n "$OPS" -s "$SEED" || fail "fsx (seed $SEED; rerun with US_FSX_SEED=$SEED)"
+echo "fsx: $OPS operations in $((SECONDS - start)) s"
+ufs_unmount fsx "$WORK/mnt"
+
+for m in "$WORK"/model/fsx*; do
+	b=$WORK/backing/$(basename "$m")
+	cmp "$m" "$b" || fail "backing file $b differs from the model after the unmount (seed $SEED)"
+done
+peak=$(stat_of "$WORK/stats" / peak_charged)
+echo "backing files equal the model; root domain peak charged $peak of max $((1 << 20))"
+[[ -n $peak && $peak -le $((1 << 20)) ]] || fail "peak charged $peak"
+echo PASS
