@@ -70,13 +70,13 @@ static int payload_flags(size_t size)
 }
 #endif
 
-void *us__payload_alloc(us_engine *e, const us_domain *d, size_t size)
+void *us__payload_alloc(us_engine *e, const us_domain *d, size_t size, bool zero)
 {
 	void *p;
 
 	if (e->have_hooks) {
 		p = e->hooks.alloc(e->hooks.ctx, size, US_ALLOC_PAYLOAD);
-		if (p)
+		if (p && zero)
 			memset(p, 0, size);
 		return p;
 	}
@@ -88,12 +88,12 @@ void *us__payload_alloc(us_engine *e, const us_domain *d, size_t size)
 	 * avoid.
 	 */
 	p = mallocx(size, (d->has_arena ? MALLOCX_ARENA(d->arena) : 0) | payload_flags(size));
-	if (p)
+	if (p && zero)
 		memset(p, 0, size);
 	return p;
 #else
 	(void)d;
-	return calloc(1, size);
+	return zero ? calloc(1, size) : malloc(size);
 #endif
 }
 

@@ -327,7 +327,7 @@ int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigned flags, u
 	int rc, tries = 0;
 
 	if (!o || !out || !valid_range(offset, length) ||
-	    (flags & ~(US_GET_NOCREATE | US_GET_NODATA | US_GET_NOWAIT)))
+	    (flags & ~(US_GET_NOCREATE | US_GET_NODATA | US_GET_NOWAIT | US_GET_UNINIT)))
 		return -EINVAL;
 	e = o->engine;
 	us_list_init(&victims);
@@ -367,7 +367,8 @@ again:
 	if (!nb)
 		return -ENOMEM;
 	if (!(flags & US_GET_NODATA)) {
-		data = us__payload_alloc(e, o->domain, (size_t)length);
+		data = us__payload_alloc(e, o->domain, (size_t)length,
+					 !(flags & US_GET_UNINIT));
 		if (!data) {
 			us__meta_free(e, nb, sizeof(*nb));
 			return -ENOMEM;

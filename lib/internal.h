@@ -553,7 +553,8 @@ uint64_t us__now(us_engine *e);
 void *us__meta_alloc(us_engine *e, size_t size); /* zeroed */
 void us__names_fini(us_engine *e); /* frees the domain name table (domain.c) */
 void us__meta_free(us_engine *e, void *p, size_t size);
-void *us__payload_alloc(us_engine *e, const us_domain *d, size_t size); /* zeroed */
+/* Zeroed when zero is true. */
+void *us__payload_alloc(us_engine *e, const us_domain *d, size_t size, bool zero);
 void us__payload_free(us_engine *e, void *p, size_t size);
 bool us__arena_create(us_engine *e, unsigned *ind);
 void us__arena_destroy(us_engine *e, unsigned ind);

@@ -1252,7 +1252,7 @@ FN(c_bg_len_max1) E(do_buf_get(FA->o1, (uint64_t)1 << 40, US_BUF_MAX_BYTES + 1, 
 FN(c_bg_len_huge) E(do_buf_get(FA->o3, 0, UINT64_MAX, US_GET_NODATA, false))
 FN(c_bg_overflow) E(do_buf_get(FA->o3, UINT64_MAX - 4095, 4096, 0, false))
 FN(c_bg_overflow_far) E(do_buf_get(FA->o1, UINT64_MAX, 1, 0, false))
-FN(c_bg_flag4) E(do_buf_get(FA->o1, O1_HOLE, 4096, 0x8u, false))
+FN(c_bg_flag4) E(do_buf_get(FA->o1, O1_HOLE, 4096, 0x10u, false))
 FN(c_bg_flag_high) E(do_buf_get(FA->o1, 0, 4096, 0x80000000u, false))
 FN(c_bg_overlap_tail) E(do_buf_get(FA->o1, 2048, 4096, 0, false))
 FN(c_bg_overlap_head) E(do_buf_get(FA->o1, 32768 - 1, 2, 0, false))
@@ -1496,7 +1496,7 @@ static const struct bad_case cases[] = {
 	CASE(us_buf_get, "length UINT64_MAX", c_bg_len_huge, -EINVAL),
 	CASE(us_buf_get, "offset + length = 2^64", c_bg_overflow, -EINVAL),
 	CASE(us_buf_get, "offset UINT64_MAX, length 1", c_bg_overflow_far, -EINVAL),
-	CASE(us_buf_get, "unknown flag 0x8", c_bg_flag4, -EINVAL),
+	CASE(us_buf_get, "unknown flag 0x10", c_bg_flag4, -EINVAL),
 	CASE(us_buf_get, "unknown flag 0x80000000", c_bg_flag_high, -EINVAL),
 	CASE(us_buf_get, "overlaps a buffer's tail", c_bg_overlap_tail, -EEXIST),
 	CASE(us_buf_get, "overlaps a buffer's head", c_bg_overlap_head, -EEXIST),
