@@ -1,13 +1,16 @@
 /*
- * unstable-fuse BACKING_DIR MOUNTPOINT [-f] [--max SIZE]
- *               [--domain-by cgroup|uid|none] [--cgroup-percent N]
+ * unstable-fuse BACKING_DIR|nfs://SERVER/EXPORT[?ARGS] MOUNTPOINT [-f]
+ *               [--max SIZE] [--domain-by cgroup|uid|none] [--cgroup-percent N]
  *               [--commit-interval TIME] [--stats FILE] [--flushers N]
- *               [--dirty-ratio N] [--xattr] [-V] [-h]
+ *               [--dirty-ratio N] [--xattr] [--rpcs N] [--no-cache]
+ *               [--kernel-writeback] [-V] [-h]
  *               [FUSE options: -d, -s, -o opt,...]
  *
- * A passthrough filesystem over BACKING_DIR whose writes are cached,
- * accounted and written back by the unstable engine (see ufuse.h for the
- * data path). Bad arguments: a message and exit status 2. -V prints the
+ * A passthrough filesystem over BACKING_DIR, or over an NFSv3 export (the
+ * NFS backend, when built with libnfs), whose writes are cached, accounted
+ * and written back by the unstable engine (see ufuse.h for the data path,
+ * backend.h for the backends). Bad arguments, a backing directory or an
+ * NFS server or export that cannot be reached: a message and exit status 2. -V prints the
  * version. Exit status 0 after an unmount (or SIGTERM, SIGINT, SIGHUP) that
  * wrote everything back, 1 otherwise.
  *
@@ -49,6 +52,9 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: unstable-fuse BACKING_DIR MOUNTPOINT [options]\n"
+		"       unstable-fuse nfs://SERVER/EXPORT[?ARGS] MOUNTPOINT [options]\n"
+		"\n"
+		"ARGS (libnfs URL arguments, joined by &): nfsport=N, mountport=N, version=3, ...\n"
 		"\n"
 		"  -f                      stay in the foreground\n"
 		"  --max SIZE              the root domain's max (default 256M): all cached data\n"
@@ -66,6 +72,11 @@ static void usage(FILE *f)
 		"  --xattr                 pass extended attributes through (default: none, as\n"
 		"                          without it the kernel asks for security.capability\n"
 		"                          before every write)\n"
+		"  --rpcs N                NFS: WRITE3 RPCs in flight at most (default 16)\n"
+		"  --no-cache              no cache of our own: each write goes to the backend at\n"
+		"                          once (NFS: WRITE3 FILE_SYNC), for comparison\n"
+		"  --kernel-writeback      let the kernel cache writes (FUSE writeback cache);\n"
+		"                          meant with --no-cache\n"
 		"  -d                      FUSE debug output (implies -f)\n"
 		"  -s                      one FUSE worker thread\n"
 		"  -o allow_other          let other users than the one who mounts use the mount\n"
@@ -235,7 +246,7 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 		const char *a = argv[i], *val = NULL;
 		static const char *const with_value[] = {
 			"--max",   "--domain-by", "--cgroup-percent", "--commit-interval",
-			"--stats", "--flushers",  "--dirty-ratio"
+			"--stats", "--flushers",  "--dirty-ratio",	  "--rpcs"
 		};
 		size_t k;
 
@@ -254,6 +265,14 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 		}
 		if (strcmp(a, "--xattr") == 0) {
 			o->xattr = true;
+			continue;
+		}
+		if (strcmp(a, "--no-cache") == 0) {
+			o->no_cache = true;
+			continue;
+		}
+		if (strcmp(a, "--kernel-writeback") == 0) {
+			o->kernel_writeback = true;
 			continue;
 		}
 		if (strcmp(a, "-o") == 0) {
@@ -320,6 +339,13 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 			if (*end || end == val || v < 2 || v > 100)
 				return bad("--dirty-ratio: '%s' is not 2..100", val);
 			o->dirty_ratio = (unsigned)v;
+		} else if (strncmp(a, "--rpcs", 6) == 0) {
+			char *end;
+			long v = strtol(val, &end, 10);
+
+			if (*end || end == val || v < 1 || v > 1024)
+				return bad("--rpcs: '%s' is not 1..1024", val);
+			o->rpcs = (unsigned)v;
 		} else {
 			char *end;
 			long v = strtol(val, &end, 10);
@@ -344,6 +370,7 @@ int main(int argc, char **argv)
 	struct fuse *fuse;
 	pthread_t stats;
 	sigset_t set;
+	bool attached = false;
 	int rc, ret = 0;
 
 	/* The kernel applies the caller's umask to the modes it sends. */
@@ -353,6 +380,8 @@ int main(int argc, char **argv)
 	fs.opt.commit_interval_ns = UFS_DEFAULT_COMMIT;
 	fs.opt.flushers = 2;
 	fs.opt.dirty_ratio = UFS_DEFAULT_DIRTY_RATIO;
+	fs.opt.rpcs = 16;
+	fs.be = &ufs_backend_dir;
 	fs.backing_fd = -1;
 	if ((ret = parse_args(argc, argv, &fs.opt, &args)))
 		goto out_args;
@@ -369,12 +398,20 @@ int main(int argc, char **argv)
 		ret = bad("%smissing MOUNTPOINT", "");
 		goto out_args;
 	}
-	fs.backing_fd = open(fs.opt.backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fs.backing_fd < 0) {
-		fprintf(stderr, "unstable-fuse: %s: %s\n", fs.opt.backing, strerror(errno));
+	if (strncmp(fs.opt.backing, "nfs://", 6) == 0) {
+#ifdef UFS_HAVE_NFS
+		fs.be = &ufs_backend_nfs;
+#else
+		ret = bad("%s: this unstable-fuse was built without libnfs (no NFS backend)",
+			  fs.opt.backing);
+		goto out_args;
+#endif
+	}
+	if (fs.be->attach(&fs, fs.opt.backing) != 0) {
 		ret = 2;
 		goto out_args;
 	}
+	attached = true;
 	if (fs.opt.domain_by == UFS_DOMAIN_CGROUP && ufs_cgroup_detect(&fs) != 0) {
 		fprintf(stderr, "unstable-fuse: --domain-by cgroup: no memory cgroup controller "
 				"in /sys/fs/cgroup\n");
@@ -414,6 +451,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "unstable-fuse: engine: %s\n", us_strerror(rc));
 		ret = 1;
 		goto out_unmount;
+	}
+	if ((rc = fs.be->start(&fs))) {
+		fprintf(stderr, "unstable-fuse: %s backend: %s\n", fs.be->name, strerror(-rc));
+		ret = 1;
+		goto out_engine;
 	}
 	if (fuse_set_signal_handlers(fuse_get_session(fuse)) != 0) {
 		ret = 1;
@@ -468,8 +510,8 @@ out_args:
 		fs.domains = d->next;
 		free(d);
 	}
-	if (fs.backing_fd >= 0)
-		close(fs.backing_fd);
+	if (attached)
+		fs.be->detach(&fs);
 	free(fs.opt.stats_path);
 	return ret;
 }

@@ -59,6 +59,8 @@
 
 #include <unstable/unstable.h>
 
+#include "backend.h"
+
 #define UFS_CHUNK_BYTES ((uint64_t)128 << 10)
 
 /* How requests are mapped to accounting domains. */
@@ -69,7 +71,7 @@ enum ufs_domain_by {
 };
 
 struct ufs_options {
-	const char *backing; /* the backing directory */
+	const char *backing; /* the backing directory, or the nfs:// URL */
 	uint64_t max_bytes;  /* the root domain's max */
 	enum ufs_domain_by domain_by;
 	unsigned cgroup_percent; /* a cgroup domain's max: this % of its limit */
@@ -78,12 +80,15 @@ struct ufs_options {
 	unsigned flushers;    /* the engine's flusher threads */
 	unsigned dirty_ratio; /* each domain's dirty limit, % of its max (0: the engine's 20) */
 	bool xattr;	      /* pass extended attributes through (else ENOSYS) */
+	bool no_cache;	      /* no engine cache: every write goes to the backend at once */
+	bool kernel_writeback; /* FUSE_CAP_WRITEBACK_CACHE: the kernel caches writes */
+	unsigned rpcs;	      /* NFS: WRITE3 RPCs in flight at most */
 };
 
 struct ufs_inode {
 	dev_t dev;
 	ino_t ino;
-	int fd; /* O_RDWR on the backing file */
+	struct ufs_bfile *file; /* read-write on the backend's file */
 	us_object *obj;
 	unsigned opens;		/* open handles; protected by itable_lock */
 	bool closing;		/* being torn down; protected by itable_lock */
@@ -115,7 +120,9 @@ struct ufs_domain {
 
 struct ufs {
 	struct ufs_options opt;
-	int backing_fd; /* the backing directory */
+	const struct ufs_backend *be;
+	void *be_priv;	/* the backend's state */
+	int backing_fd; /* the directory backend's backing directory */
 	us_engine *engine;
 	us_backend *backend;
 	atomic_uint_fast64_t seq; /* the last write sequence number handed out */
