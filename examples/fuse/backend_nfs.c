@@ -45,7 +45,7 @@
  *            flight: writes complete US_WRITE_ERROR (the engine makes them
  *            dirty again and retries with backoff), commits are kept and
  *            sent again after the reconnect. The service thread mounts
- *            again with backoff (50 ms doubling to 2 s); meanwhile a flush
+ *            again with backoff (50 ms doubling to 1 s); meanwhile a flush
  *            fails its writes at once (kept dirty, so writers throttle at
  *            their dirty limit and the domain's max holds), and reads wait
  *            (a hard mount).
@@ -584,7 +584,7 @@ static void reconnect(struct nb *nb)
 			return;
 		}
 		poll(NULL, 0, (int)backoff_ms);
-		backoff_ms = backoff_ms * 2 > 2000 ? 2000 : backoff_ms * 2;
+		backoff_ms = backoff_ms * 2 > 1000 ? 1000 : backoff_ms * 2;
 	}
 }
 
