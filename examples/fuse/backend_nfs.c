@@ -204,6 +204,42 @@ static void st_from(struct stat *st, const struct nfs_stat_64 *s)
 /* ------------------------------------------------------------------------ */
 /* Mounting                                                                  */
 
+/* Whether a numeric argument of the URL is not a number (libnfs reads
+ * "nfsport=abc" as 0: the portmapper); the reason in err. */
+static bool bad_args(const char *url, char *err, size_t errlen)
+{
+	static const char *const numeric[] = { "nfsport=", "mountport=", "version=", "uid=",
+					       "gid=",	   "readahead=", "autoreconnect=" };
+	const char *q = strchr(url, '?');
+
+	while (q && *q) {
+		q++;
+		for (size_t i = 0; i < sizeof(numeric) / sizeof(numeric[0]); i++) {
+			size_t n = strlen(numeric[i]);
+			const char *v = q + n;
+
+			if (strncmp(q, numeric[i], n) != 0)
+				continue;
+			if (*v == '-')
+				v++;
+			if (!(*v >= '0' && *v <= '9')) {
+				snprintf(err, errlen, "bad NFS URL '%s': %.*s is not a number", url,
+					 (int)strcspn(q, "&"), q);
+				return true;
+			}
+			while (*v >= '0' && *v <= '9')
+				v++;
+			if (*v && *v != '&') {
+				snprintf(err, errlen, "bad NFS URL '%s': %.*s is not a number", url,
+					 (int)strcspn(q, "&"), q);
+				return true;
+			}
+		}
+		q = strchr(q, '&');
+	}
+	return false;
+}
+
 /* A new context mounted on the URL; NULL with the reason in err. */
 static struct nfs_context *mount_ctx(const char *url, bool data, char *err, size_t errlen,
 				     char **server, char **export)
@@ -213,6 +249,10 @@ static struct nfs_context *mount_ctx(const char *url, bool data, char *err, size
 
 	if (!nfs) {
 		snprintf(err, errlen, "cannot create an NFS context");
+		return NULL;
+	}
+	if (bad_args(url, err, errlen)) {
+		nfs_destroy_context(nfs);
 		return NULL;
 	}
 	if (!(u = nfs_parse_url_dir(nfs, url))) {
@@ -233,8 +273,16 @@ static struct nfs_context *mount_ctx(const char *url, bool data, char *err, size
 	if (data)
 		nfs_set_autoreconnect(nfs, 0);
 	if (nfs_mount(nfs, u->server, u->path) != 0) {
-		snprintf(err, errlen, "cannot mount %s:%s: %s", u->server, u->path,
-			 nfs_get_error(nfs));
+		const char *e = nfs_get_error(nfs) ? nfs_get_error(nfs) : "?";
+		const char *why = "cannot mount";
+
+		if (strstr(e, "NOENT") || strstr(e, "not exported") || strstr(e, "ACCES"))
+			why = "no such export (or not exported to us)";
+		else if (strstr(e, "nfs_service failed") || strstr(e, "connect") ||
+			 strstr(e, "not available") || strstr(e, "timed out") ||
+			 strstr(e, "Connection"))
+			why = "the NFS server does not answer";
+		snprintf(err, errlen, "%s:%s: %s (%s)", u->server, u->path, why, e);
 		goto fail;
 	}
 	if (server && !*server)
