@@ -7,8 +7,9 @@
  * THE DATA PATH
  *
  * A regular file opened through the mount gets an inode record (struct
- * ufs_inode), keyed by the backing file's (st_dev, st_ino), with one O_RDWR
- * descriptor on the backing file and one engine object. The file's data is
+ * ufs_inode), keyed by the backing file's (st_dev, st_ino), with one
+ * read-write backend file (a descriptor, or an NFS file handle) and one
+ * engine object (unless --no-cache). The file's data is
  * cached in fixed chunks of UFS_CHUNK_BYTES (128 KiB) at chunk-aligned
  * offsets, one engine buffer each:
  *
@@ -20,13 +21,16 @@
  *            (which throttles the writer), and the write returns at once.
  *   read     each chunk: from the cached buffer when there is one, else
  *            pread() of the backing file. Reads do not populate the cache.
- *   flush    (engine callback) pwritev() of the run to the backing file: the
- *            data is in the backing filesystem but not durable, so each
- *            buffer is acknowledged US_WRITE_UNSTABLE with a sequence number
- *            taken after the pwrite returned.
+ *   flush    (engine callback, the backend's: backend.h) the directory
+ *            backend: pwritev() of the run to the backing file: the data is
+ *            in the backing filesystem but not durable, so each buffer is
+ *            acknowledged US_WRITE_UNSTABLE with a sequence number taken
+ *            after the pwrite returned. The NFS backend: WRITE3 UNSTABLE
+ *            RPCs, completed when the server answers (backend_nfs.c).
  *   commit   (engine callback) fdatasync() of the backing file, then
  *            us_object_commit_done() with the last sequence number handed
  *            out before it started: every write it covers had returned.
+ *            NFS: COMMIT3, its reply's write verifier checked.
  *   fsync, close of a descriptor that wrote: us_object_sync(), the engine's
  *            integrity sync (write back, commit, report errors once).
  *
