@@ -47,8 +47,8 @@
  *            sent again after the reconnect. The service thread mounts
  *            again with backoff (50 ms doubling to 1 s); meanwhile a flush
  *            fails its writes at once (kept dirty, so writers throttle at
- *            their dirty limit and the domain's max holds), and reads wait
- *            (a hard mount).
+ *            their dirty limit and the domain's max holds), a commit is
+ *            kept to be sent on reconnect, and reads wait (a hard mount).
  *   read     uncached chunks: READ3 through the data context, waited for.
  *   --no-cache  writes are WRITE3 FILE_SYNC, sent and waited for.
  *
@@ -477,8 +477,9 @@ static int req_send(struct nb *nb, struct req *r)
 
 /*
  * Sends r: waits for a slot under the cap (writes only) and, when wait_up,
- * for the connection. 0 once queued (its callback will finish it), or
- * -ENOTCONN (down and not waiting), -ESHUTDOWN, -EIO.
+ * for the connection. An engine commit while the connection is down is kept
+ * and sent once it is back. 0 once queued (its callback will finish it),
+ * or -ENOTCONN (down and not waiting), -ESHUTDOWN, -EIO.
  */
 static int req_submit(struct nb *nb, struct req *r, bool wait_up)
 {
@@ -490,6 +491,14 @@ static int req_submit(struct nb *nb, struct req *r, bool wait_up)
 		if (nb->stop) {
 			rc = -ESHUTDOWN;
 			goto out;
+		}
+		if (!nb->up && r->kind == REQ_COMMIT && !r->waited) {
+			r->next = nb->retry;
+			nb->retry = r;
+			nb->inflight++;
+			r->file->inflight++;
+			pthread_mutex_unlock(&nb->lock);
+			return 0;
 		}
 		if (!nb->up && !wait_up) {
 			rc = -ENOTCONN;
@@ -730,6 +739,12 @@ static void nfs_detach(struct ufs *fs)
 		struct req *r = nb->done;
 
 		nb->done = r->next;
+		free(r);
+	}
+	while (nb->retry) {
+		struct req *r = nb->retry;
+
+		nb->retry = r->next;
 		free(r);
 	}
 	if (nb->ns) {

@@ -82,6 +82,21 @@ int ufs_engine_start(struct ufs *fs)
 	ops.commit = fs->be->commit;
 	if ((rc = us_engine_create(&opts, &fs->engine)))
 		return rc;
+	if (fs->opt.dirty_expire_ns) {
+		uint64_t every = fs->opt.dirty_expire_ns / 2;
+
+		/* Checked often enough for the expiry to mean something. */
+		if (every < 1000000)
+			every = 1000000;
+		if ((rc = us_engine_set_param(fs->engine, US_PARAM_DIRTY_EXPIRE_NS,
+					      fs->opt.dirty_expire_ns)) ||
+		    (every < 5000000000ull &&
+		     (rc = us_engine_set_param(fs->engine, US_PARAM_WRITEBACK_INTERVAL_NS, every)))) {
+			us_engine_destroy(fs->engine);
+			fs->engine = NULL;
+			return rc;
+		}
+	}
 	if ((rc = us_engine_set_param(fs->engine, US_PARAM_COMMIT_INTERVAL_NS,
 				      fs->opt.commit_interval_ns)) ||
 	    (rc = us_backend_create(fs->engine, &ops, fs, &fs->backend))) {

@@ -1,7 +1,8 @@
 /*
  * unstable-fuse BACKING_DIR|nfs://SERVER/EXPORT[?ARGS] MOUNTPOINT [-f]
  *               [--max SIZE] [--domain-by cgroup|uid|none] [--cgroup-percent N]
- *               [--commit-interval TIME] [--stats FILE] [--flushers N]
+ *               [--commit-interval TIME] [--dirty-expire TIME] [--stats FILE]
+ *               [--flushers N]
  *               [--dirty-ratio N] [--xattr] [--rpcs N] [--no-cache]
  *               [--kernel-writeback] [-V] [-h]
  *               [FUSE options: -d, -s, -o opt,...]
@@ -63,6 +64,7 @@ static void usage(FILE *f)
 		"                          per user; none (default): everything in the root\n"
 		"  --cgroup-percent N      a cgroup domain's max in percent of its limit (50)\n"
 		"  --commit-interval TIME  unstable data older than this is committed (5s)\n"
+		"  --dirty-expire TIME     dirty data older than this is written back (30s)\n"
 		"  --stats FILE            rewrite FILE with every domain's statistics each second\n"
 		"                          (SIGUSR1 prints them on standard output)\n"
 		"  --flushers N            the engine's flusher threads (2)\n"
@@ -246,7 +248,8 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 		const char *a = argv[i], *val = NULL;
 		static const char *const with_value[] = {
 			"--max",   "--domain-by", "--cgroup-percent", "--commit-interval",
-			"--stats", "--flushers",  "--dirty-ratio",	  "--rpcs"
+			"--stats", "--flushers",  "--dirty-ratio",	  "--rpcs",
+			"--dirty-expire"
 		};
 		size_t k;
 
@@ -325,6 +328,9 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 			if (parse_time(val, &o->commit_interval_ns))
 				return bad("--commit-interval: '%s' is not a time (5s, 500ms)",
 					   val);
+		} else if (strncmp(a, "--dirty-expire", 14) == 0) {
+			if (parse_time(val, &o->dirty_expire_ns))
+				return bad("--dirty-expire: '%s' is not a time (30s, 500ms)", val);
 		} else if (strncmp(a, "--stats", 7) == 0) {
 			if (!*val)
 				return bad("--stats: %sempty file name", "");

@@ -80,6 +80,7 @@ struct ufs_options {
 	enum ufs_domain_by domain_by;
 	unsigned cgroup_percent; /* a cgroup domain's max: this % of its limit */
 	uint64_t commit_interval_ns;
+	uint64_t dirty_expire_ns; /* 0: the engine's 30 s */
 	char *stats_path;     /* NULL: no stats file */
 	unsigned flushers;    /* the engine's flusher threads */
 	unsigned dirty_ratio; /* each domain's dirty limit, % of its max (0: the engine's 20) */

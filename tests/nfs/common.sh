@@ -15,7 +15,8 @@ nfs_mount() {
 	local name=$1 mnt=$2 pid
 	shift 2
 	mkdir -p "$mnt"
-	"$UFS" "$NFS_URL" "$mnt" -f "$@" >"$WORK/$name.log" 2>&1 &
+	# (fd 9, the NFS server lock, not inherited)
+	"$UFS" "$NFS_URL" "$mnt" -f "$@" >"$WORK/$name.log" 2>&1 9>&- &
 	pid=$!
 	PIDS+=("$pid")
 	MOUNTS+=("$mnt")

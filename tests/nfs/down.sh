@@ -12,8 +12,9 @@ src_sum=$(sha256sum <"$WORK/src")
 
 nfs_server_start "$WORK/export"
 nfs_mount down "$WORK/mnt" --max 16M --stats "$WORK/stats"
-dd if="$WORK/src" of="$WORK/mnt/f" bs=1M conv=fsync 2>"$WORK/dd.out" &
+dd if="$WORK/src" of="$WORK/mnt/f" bs=1M conv=fsync 2>"$WORK/dd.out" 9>&- &
 writer=$!
+PIDS+=("$writer")
 sleep 1
 kill -0 $writer 2>/dev/null || fail "dd ended before the outage"
 wchar() { awk '$1 == "wchar:" { print $2 }' /proc/$writer/io; }
