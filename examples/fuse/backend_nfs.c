@@ -45,8 +45,9 @@
  *            flight: writes complete US_WRITE_ERROR (the engine makes them
  *            dirty again and retries with backoff), commits are kept and
  *            sent again after the reconnect. The service thread mounts
- *            again with backoff (50 ms doubling to 1 s); meanwhile a flush
- *            fails its writes at once (kept dirty, so writers throttle at
+ *            again with backoff (50 ms doubling to 250 ms); meanwhile a
+ *            flush waits up to 1 s for it, then fails its writes (kept
+ *            dirty, retried by the engine, so writers throttle at
  *            their dirty limit and the domain's max holds), a commit is
  *            kept to be sent on reconnect, and reads wait (a hard mount).
  *   read     uncached chunks: READ3 through the data context, waited for.
@@ -483,8 +484,14 @@ static int req_send(struct nb *nb, struct req *r)
  */
 static int req_submit(struct nb *nb, struct req *r, bool wait_up)
 {
+	struct timespec until;
 	int rc;
 
+	/* An engine write waits a little for a connection being made again:
+	 * it goes out as soon as it is back, rather than after the engine's
+	 * retry backoff. */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
 	r->nb = nb;
 	pthread_mutex_lock(&nb->lock);
 	for (;;) {
@@ -500,12 +507,16 @@ static int req_submit(struct nb *nb, struct req *r, bool wait_up)
 			pthread_mutex_unlock(&nb->lock);
 			return 0;
 		}
-		if (!nb->up && !wait_up) {
-			rc = -ENOTCONN;
-			goto out;
-		}
 		if (nb->up && (r->kind != REQ_WRITE || nb->inflight < nb->cap))
 			break;
+		if (!nb->up && !wait_up) {
+			if (pthread_cond_timedwait(&nb->cond, &nb->lock, &until) == ETIMEDOUT &&
+			    !nb->up) {
+				rc = -ENOTCONN;
+				goto out;
+			}
+			continue;
+		}
 		pthread_cond_wait(&nb->cond, &nb->lock);
 	}
 	if ((rc = req_send(nb, r)) == 0) {
@@ -641,7 +652,7 @@ static void reconnect(struct nb *nb)
 			return;
 		}
 		poll(NULL, 0, (int)backoff_ms);
-		backoff_ms = backoff_ms * 2 > 1000 ? 1000 : backoff_ms * 2;
+		backoff_ms = backoff_ms * 2 > 250 ? 250 : backoff_ms * 2;
 	}
 }
 
