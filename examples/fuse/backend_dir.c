@@ -177,8 +177,7 @@ static int dir_commit(void *ctx, us_object *obj, enum us_reason reason)
 	return 0;
 }
 
-static int dir_open(struct ufs *fs, const char *rel, int flags, mode_t mode,
-		    struct ufs_bfile **out)
+static int dir_open(struct ufs *fs, const char *rel, int flags, mode_t mode, struct ufs_bfile **out)
 {
 	int fd = openat(fs->backing_fd, rel, flags | O_CLOEXEC, mode);
 
@@ -429,8 +428,7 @@ static int dir_setxattr(struct ufs *fs, const char *rel, const char *name, const
 	return neg(lsetxattr(p, name, value, size, flags));
 }
 
-static int dir_getxattr(struct ufs *fs, const char *rel, const char *name, char *value,
-			size_t size)
+static int dir_getxattr(struct ufs *fs, const char *rel, const char *name, char *value, size_t size)
 {
 	char p[PATH_MAX + 64];
 	ssize_t n;

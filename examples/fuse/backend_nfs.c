@@ -209,7 +209,7 @@ static void st_from(struct stat *st, const struct nfs_stat_64 *s)
  * "nfsport=abc" as 0: the portmapper); the reason in err. */
 static bool bad_args(const char *url, char *err, size_t errlen)
 {
-	static const char *const numeric[] = { "nfsport=", "mountport=", "version=", "uid=",
+	static const char *const numeric[] = { "nfsport=", "mountport=", "version=",	  "uid=",
 					       "gid=",	   "readahead=", "autoreconnect=" };
 	const char *q = strchr(url, '?');
 
@@ -326,8 +326,7 @@ static int nfs_attach(struct ufs *fs, const char *target)
 	nb->rsize = min_u64(nfs_get_readmax(nb->data), NB_MAX_WSIZE);
 	if (nb->wsize < UFS_CHUNK_BYTES || nb->rsize < 4096) {
 		fprintf(stderr, "unstable-fuse: %s: the server's write size %llu is under %llu\n",
-			target, (unsigned long long)nb->wsize,
-			(unsigned long long)UFS_CHUNK_BYTES);
+			target, (unsigned long long)nb->wsize, (unsigned long long)UFS_CHUNK_BYTES);
 		goto fail;
 	}
 	nb->wsize -= nb->wsize % UFS_CHUNK_BYTES;
@@ -390,7 +389,6 @@ static int reply_status(int status, int nfsstat)
 		return -EAGAIN;
 	return nfsstat == NFS3_OK ? 0 : nfsstat3_to_errno(nfsstat);
 }
-
 
 /* The callbacks run on the service thread, inside rpc_service() (or the
  * context's destruction), under lock: they record the reply and finish the
@@ -458,8 +456,9 @@ static int req_send(struct nb *nb, struct req *r)
 	int rc;
 
 	if (r->kind == REQ_WRITE) {
-		WRITE3args a = { .file = fh, .offset = r->offset, .count = r->count,
-				 .stable = r->stable };
+		WRITE3args a = {
+			.file = fh, .offset = r->offset, .count = r->count, .stable = r->stable
+		};
 
 		a.data.data_len = r->count;
 		a.data.data_val = r->data;
@@ -560,8 +559,9 @@ static void verifier_changed(struct nb *nb, const char *verf)
 	n = us_backend_commit_lost(nb->fs->backend);
 	if (n > 0)
 		atomic_fetch_add(&nb->lost_bufs, (uint64_t)n);
-	fprintf(stderr, "unstable-fuse: %s: the server's write verifier changed (it restarted): "
-			"%d unstable chunks are written again\n",
+	fprintf(stderr,
+		"unstable-fuse: %s: the server's write verifier changed (it restarted): "
+		"%d unstable chunks are written again\n",
 		nb->url, n);
 }
 
@@ -849,7 +849,8 @@ static int nfs_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 			break;
 		}
 		for (k = 0; k < take && us_buf_offset(bufs[i + k]) < end; k++)
-			bytes += min_u64(us_buf_length(bufs[i + k]), end - us_buf_offset(bufs[i + k]));
+			bytes += min_u64(us_buf_length(bufs[i + k]),
+					 end - us_buf_offset(bufs[i + k]));
 		if (!(r = calloc(1, sizeof(*r))) || !(r->data = malloc(bytes))) {
 			free(r);
 			fail_bufs(bufs + i, n - i, -ENOMEM);
@@ -927,11 +928,11 @@ static void nfs_drain(struct ufs *fs, struct ufs_bfile *f)
 /* ------------------------------------------------------------------------ */
 /* Files                                                                     */
 
-#define NS_BEGIN(fs)                                      \
-	struct nb *nb = nb_of(fs);                        \
-	int rc;                                           \
+#define NS_BEGIN(fs)               \
+	struct nb *nb = nb_of(fs); \
+	int rc;                    \
 	pthread_mutex_lock(&nb->ns_lock)
-#define NS_END()                           \
+#define NS_END()                            \
 	pthread_mutex_unlock(&nb->ns_lock); \
 	return rc < 0 ? rc : 0
 
@@ -1050,7 +1051,9 @@ static ssize_t nfs_pread_file(struct ufs *fs, struct ufs_bfile *f, void *buf, si
 	size_t got = 0;
 
 	while (got < n) {
-		struct req r = { .kind = REQ_READ, .file = f, .offset = off + got,
+		struct req r = { .kind = REQ_READ,
+				 .file = f,
+				 .offset = off + got,
 				 .count = (uint32_t)min_u64(n - got, nb->rsize),
 				 .data = (char *)buf + got };
 		int rc = req_wait(nb, &r);
@@ -1073,9 +1076,12 @@ static ssize_t nfs_pwrite_file(struct ufs *fs, struct ufs_bfile *f, const void *
 	size_t done = 0;
 
 	while (done < n) {
-		struct req r = { .kind = REQ_WRITE, .file = f, .offset = off + done,
+		struct req r = { .kind = REQ_WRITE,
+				 .file = f,
+				 .offset = off + done,
 				 .count = (uint32_t)min_u64(n - done, nb->wsize),
-				 .stable = FILE_SYNC, .data = (char *)buf + done };
+				 .stable = FILE_SYNC,
+				 .data = (char *)buf + done };
 		int rc = req_wait(nb, &r);
 
 		if (rc)
@@ -1145,7 +1151,8 @@ static int utimes_path(struct nb *nb, const char *path, const struct timespec tv
 			gettimeofday(&t[i], NULL);
 		} else if (tv[i].tv_nsec == UTIME_OMIT) {
 			t[i].tv_sec = (time_t)(i ? s.nfs_mtime : s.nfs_atime);
-			t[i].tv_usec = (suseconds_t)((i ? s.nfs_mtime_nsec : s.nfs_atime_nsec) / 1000);
+			t[i].tv_usec =
+				(suseconds_t)((i ? s.nfs_mtime_nsec : s.nfs_atime_nsec) / 1000);
 		} else {
 			t[i].tv_sec = tv[i].tv_sec;
 			t[i].tv_usec = tv[i].tv_nsec / 1000;
@@ -1226,16 +1233,16 @@ static int nfs_readdir_dir(struct ufs *fs, struct ufs_bfile *d, uint64_t off, uf
 /* ------------------------------------------------------------------------ */
 /* Names                                                                     */
 
-#define PATH_OP(name, call)                                        \
-	static int name(struct ufs *fs, const char *rel)           \
-	{                                                          \
-		char *p = abs_path(rel);                           \
-		if (!p)                                            \
-			return -ENOMEM;                            \
-		NS_BEGIN(fs);                                      \
-		rc = call;                                         \
-		free(p);                                           \
-		NS_END();                                          \
+#define PATH_OP(name, call)                              \
+	static int name(struct ufs *fs, const char *rel) \
+	{                                                \
+		char *p = abs_path(rel);                 \
+		if (!p)                                  \
+			return -ENOMEM;                  \
+		NS_BEGIN(fs);                            \
+		rc = call;                               \
+		free(p);                                 \
+		NS_END();                                \
 	}
 
 PATH_OP(nfs_unlink_path, nfs_unlink(nb->ns, p))

@@ -29,9 +29,9 @@ struct ufs_handle {
 	struct ufs_bfile *file; /* opened with the caller's flags */
 	bool dir;		/* a directory */
 	struct ufs_inode *ino;	/* NULL: not cached, I/O goes to file directly */
-	pthread_mutex_t lock;  /* since */
-	uint64_t since;	       /* the errseq cursor of this open file */
-	atomic_bool wrote;     /* a write came through this handle */
+	pthread_mutex_t lock;	/* since */
+	uint64_t since;		/* the errseq cursor of this open file */
+	atomic_bool wrote;	/* a write came through this handle */
 };
 
 static struct ufs *ufs_self(void)
@@ -91,7 +91,8 @@ int ufs_engine_start(struct ufs *fs)
 		if ((rc = us_engine_set_param(fs->engine, US_PARAM_DIRTY_EXPIRE_NS,
 					      fs->opt.dirty_expire_ns)) ||
 		    (every < 5000000000ull &&
-		     (rc = us_engine_set_param(fs->engine, US_PARAM_WRITEBACK_INTERVAL_NS, every)))) {
+		     (rc = us_engine_set_param(fs->engine, US_PARAM_WRITEBACK_INTERVAL_NS,
+					       every)))) {
 			us_engine_destroy(fs->engine);
 			fs->engine = NULL;
 			return rc;

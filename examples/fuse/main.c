@@ -247,8 +247,8 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = NULL;
 		static const char *const with_value[] = {
-			"--max",   "--domain-by", "--cgroup-percent", "--commit-interval",
-			"--stats", "--flushers",  "--dirty-ratio",	  "--rpcs",
+			"--max",	 "--domain-by", "--cgroup-percent", "--commit-interval",
+			"--stats",	 "--flushers",	"--dirty-ratio",    "--rpcs",
 			"--dirty-expire"
 		};
 		size_t k;

@@ -81,13 +81,13 @@ struct ufs_options {
 	unsigned cgroup_percent; /* a cgroup domain's max: this % of its limit */
 	uint64_t commit_interval_ns;
 	uint64_t dirty_expire_ns; /* 0: the engine's 30 s */
-	char *stats_path;     /* NULL: no stats file */
-	unsigned flushers;    /* the engine's flusher threads */
-	unsigned dirty_ratio; /* each domain's dirty limit, % of its max (0: the engine's 20) */
-	bool xattr;	      /* pass extended attributes through (else ENOSYS) */
-	bool no_cache;	      /* no engine cache: every write goes to the backend at once */
-	bool kernel_writeback; /* FUSE_CAP_WRITEBACK_CACHE: the kernel caches writes */
-	unsigned rpcs;	      /* NFS: WRITE3 RPCs in flight at most */
+	char *stats_path;	  /* NULL: no stats file */
+	unsigned flushers;	  /* the engine's flusher threads */
+	unsigned dirty_ratio;	  /* each domain's dirty limit, % of its max (0: the engine's 20) */
+	bool xattr;		  /* pass extended attributes through (else ENOSYS) */
+	bool no_cache;		  /* no engine cache: every write goes to the backend at once */
+	bool kernel_writeback;	  /* FUSE_CAP_WRITEBACK_CACHE: the kernel caches writes */
+	unsigned rpcs;		  /* NFS: WRITE3 RPCs in flight at most */
 };
 
 struct ufs_inode {
@@ -141,7 +141,7 @@ struct ufs {
 	unsigned ndomains;
 	/* cgroup mode: where the memory controller is mounted, and its version. */
 	char cg_mount[512];
-	int cg_version; /* 1 or 2; 0 when none was found */
+	int cg_version;	  /* 1 or 2; 0 when none was found */
 	const char *proc; /* where /proc is: NULL for "/proc" (tests point it elsewhere) */
 };
 
