@@ -622,6 +622,23 @@ static void req_complete(struct nb *nb, struct req *r)
 	free(r);
 }
 
+/* Under lock, connected: sends the commits kept to be sent again (their
+ * connection went, or their RPC timed out). */
+static void resend(struct nb *nb)
+{
+	struct req *r = nb->retry, *next;
+
+	nb->retry = NULL;
+	for (; r; r = next) {
+		next = r->next;
+		if (req_send(nb, r) != 0) {
+			r->status = -EIO;
+			rpc_gone(nb, r);
+			req_finish(nb, r);
+		}
+	}
+}
+
 /* Service thread: a new data connection, with backoff. */
 static void reconnect(struct nb *nb)
 {
@@ -632,7 +649,6 @@ static void reconnect(struct nb *nb)
 		struct nfs_context *c = mount_ctx(nb->url, true, err, sizeof(err), NULL, NULL);
 
 		if (c) {
-			struct req *r, *next;
 			uint64_t ms = ms_since(&nb->down_since);
 
 			pthread_mutex_lock(&nb->lock);
@@ -640,16 +656,7 @@ static void reconnect(struct nb *nb)
 			nb->rpc = nfs_get_rpc_context(c);
 			nb->up = true;
 			/* The commits the connection took with it. */
-			r = nb->retry;
-			nb->retry = NULL;
-			for (; r; r = next) {
-				next = r->next;
-				if (req_send(nb, r) != 0) {
-					r->status = -EIO;
-					rpc_gone(nb, r);
-					req_finish(nb, r);
-				}
-			}
+			resend(nb);
 			pthread_cond_broadcast(&nb->cond);
 			pthread_mutex_unlock(&nb->lock);
 			atomic_fetch_add(&nb->reconnects, 1);
@@ -713,6 +720,8 @@ static void *service_main(void *arg)
 		/* With 0 too: libnfs times RPCs out there. */
 		if (rpc_service(nb->rpc, p[0].revents) < 0 || rpc_get_fd(nb->rpc) < 0)
 			go_down(nb);
+		else if (nb->retry)
+			resend(nb); /* commits that timed out */
 		done = nb->done;
 		nb->done = NULL;
 		nb->done_tail = &nb->done;
