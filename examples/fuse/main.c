@@ -53,9 +53,11 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: unstable-fuse BACKING_DIR MOUNTPOINT [options]\n"
+#ifdef UFS_HAVE_NFS
 		"       unstable-fuse nfs://SERVER/EXPORT[?ARGS] MOUNTPOINT [options]\n"
 		"\n"
 		"ARGS (libnfs URL arguments, joined by &): nfsport=N, mountport=N, version=3, ...\n"
+#endif
 		"\n"
 		"  -f                      stay in the foreground\n"
 		"  --max SIZE              the root domain's max (default 256M): all cached data\n"

@@ -6,7 +6,8 @@
 # the server's.
 here_nfs=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here_nfs/../fuse/common.sh"
-"$UFS" --help 2>/dev/null | grep -q "nfs://" || skip "unstable-fuse was built without libnfs"
+[[ $("$UFS" --help 2>/dev/null) == *nfs://SERVER* ]] ||
+	skip "unstable-fuse was built without libnfs (Debian: libnfs-dev): no NFS backend"
 source "$here_nfs/server.sh"
 
 # nfs_mount NAME MOUNTPOINT [unstable-fuse options...]: mounts $NFS_URL
