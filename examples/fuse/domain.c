@@ -278,4 +278,6 @@ void ufs_stats_write(struct ufs *fs, FILE *f)
 			    *d->limit_path ? d->limit_path : NULL,
 			    *d->limit_path ? ufs_cgroup_limit(fs, d->limit_path) : 0);
 	pthread_mutex_unlock(&fs->dom_lock);
+	if (fs->be && fs->be->stats)
+		fs->be->stats(fs, f);
 }

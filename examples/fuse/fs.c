@@ -26,12 +26,12 @@
 
 /* An open file or directory. */
 struct ufs_handle {
-	int fd;		       /* opened with the caller's flags (files) */
-	DIR *dir;	       /* directories */
-	struct ufs_inode *ino; /* NULL: not cached, I/O goes to fd directly */
-	pthread_mutex_t lock;  /* since */
-	uint64_t since;	       /* the errseq cursor of this open file */
-	atomic_bool wrote;     /* a write came through this handle */
+	struct ufs_bfile *file; /* opened with the caller's flags */
+	bool dir;		/* a directory */
+	struct ufs_inode *ino;	/* NULL: not cached, I/O goes to file directly */
+	pthread_mutex_t lock;	/* since */
+	uint64_t since;		/* the errseq cursor of this open file */
+	atomic_bool wrote;	/* a write came through this handle */
 };
 
 static struct ufs *ufs_self(void)
@@ -69,116 +69,6 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Backend callbacks (called by the engine without its lock, from a flusher  */
-/* thread or from the FUSE thread whose engine call triggered them).         */
-
-/* Writes every byte of iov[0..n) at off; 0 or a negative errno. */
-static int pwritev_all(int fd, struct iovec *iov, int n, off_t off)
-{
-	while (n > 0) {
-		ssize_t w = pwritev(fd, iov, n < IOV_MAX ? n : IOV_MAX, off);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		off += w;
-		while (n > 0 && (size_t)w >= iov->iov_len) {
-			w -= (ssize_t)iov->iov_len;
-			iov++;
-			n--;
-		}
-		if (n > 0) {
-			iov->iov_base = (char *)iov->iov_base + w;
-			iov->iov_len -= (size_t)w;
-		}
-	}
-	return 0;
-}
-
-/*
- * flush: pwritev() of the run to the backing file, clipped to the logical
- * size (a truncate may have cut the run). The data is then in the backing
- * filesystem's page cache, not durable: acknowledged UNSTABLE with a
- * sequence number taken after the write returned, so that a commit that
- * read a later number covers it. EINTR, EAGAIN and ENOMEM are transient
- * (the engine re-dirties and retries with backoff); any other error is
- * permanent, as the kernel treats a failed page write: the buffers become
- * clean and the error reaches the next fsync() or close() of the file.
- */
-static int ufs_flush_cb(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
-			uint64_t length, enum us_reason reason)
-{
-	struct ufs *fs = ctx;
-	struct ufs_inode *ino = us_object_user(obj);
-	struct iovec stack_iov[64], *iov = stack_iov;
-	enum us_write_result res = US_WRITE_UNSTABLE;
-	uint64_t end, seq = 0;
-	int niov = 0, err = 0;
-	size_t i;
-
-	(void)length;
-	(void)reason;
-	if (n > 64 && !(iov = malloc(n * sizeof(*iov))))
-		return -ENOMEM;
-	pthread_rwlock_rdlock(&ino->data_lock);
-	end = ino->size;
-	for (i = 0; i < n; i++) {
-		uint64_t bo = us_buf_offset(bufs[i]);
-
-		if (bo >= end)
-			break;
-		iov[niov].iov_base = us_buf_data(bufs[i]);
-		iov[niov].iov_len = (size_t)min_u64(us_buf_length(bufs[i]), end - bo);
-		niov++;
-	}
-	if (niov)
-		err = pwritev_all(ino->fd, iov, niov, (off_t)offset);
-	pthread_rwlock_unlock(&ino->data_lock);
-	if (iov != stack_iov)
-		free(iov);
-
-	if (err == -EINTR || err == -EAGAIN || err == -ENOMEM)
-		res = US_WRITE_ERROR;
-	else if (err)
-		res = US_WRITE_LOST;
-	else if (!niov)
-		res = US_WRITE_STABLE; /* wholly past the end: nothing to keep */
-	else
-		seq = atomic_fetch_add(&fs->seq, 1) + 1;
-	for (i = 0; i < n; i++)
-		us_buf_write_done(bufs[i], res, seq, err);
-	return 0;
-}
-
-/* commit: fdatasync() of the backing file. Every write acknowledged with a
- * number <= seq had returned before the fdatasync started. */
-static int ufs_commit_cb(void *ctx, us_object *obj, enum us_reason reason)
-{
-	struct ufs *fs = ctx;
-	struct ufs_inode *ino = us_object_user(obj);
-	uint64_t seq = atomic_load(&fs->seq);
-
-	(void)reason;
-	if (fdatasync(ino->fd) != 0) {
-		int err = -errno;
-
-		/*
-		 * Linux reports a writeback error once and may drop the pages:
-		 * a second fdatasync could succeed with the data gone. So the
-		 * cache rewrites everything not yet committed, from its own
-		 * copy, before any commit can count it durable.
-		 */
-		us_backend_commit_lost(us_object_backend(obj));
-		return err;
-	}
-	if (seq)
-		us_object_commit_done(obj, seq);
-	return 0;
-}
-
 int ufs_engine_start(struct ufs *fs)
 {
 	struct us_engine_options opts;
@@ -188,10 +78,26 @@ int ufs_engine_start(struct ufs *fs)
 	us_engine_options_init(&opts);
 	opts.memory_bytes = fs->opt.max_bytes;
 	opts.flusher_threads = fs->opt.flushers;
-	ops.flush = ufs_flush_cb;
-	ops.commit = ufs_commit_cb;
+	ops.flush = fs->be->flush;
+	ops.commit = fs->be->commit;
 	if ((rc = us_engine_create(&opts, &fs->engine)))
 		return rc;
+	if (fs->opt.dirty_expire_ns) {
+		uint64_t every = fs->opt.dirty_expire_ns / 2;
+
+		/* Checked often enough for the expiry to mean something. */
+		if (every < 1000000)
+			every = 1000000;
+		if ((rc = us_engine_set_param(fs->engine, US_PARAM_DIRTY_EXPIRE_NS,
+					      fs->opt.dirty_expire_ns)) ||
+		    (every < 5000000000ull &&
+		     (rc = us_engine_set_param(fs->engine, US_PARAM_WRITEBACK_INTERVAL_NS,
+					       every)))) {
+			us_engine_destroy(fs->engine);
+			fs->engine = NULL;
+			return rc;
+		}
+	}
 	if ((rc = us_engine_set_param(fs->engine, US_PARAM_COMMIT_INTERVAL_NS,
 				      fs->opt.commit_interval_ns)) ||
 	    (rc = us_backend_create(fs->engine, &ops, fs, &fs->backend))) {
@@ -236,27 +142,27 @@ static void iremove(struct ufs *fs, struct ufs_inode *ino)
 	*p = ino->next;
 }
 
-static void ifree(struct ufs_inode *ino)
+static void ifree(struct ufs *fs, struct ufs_inode *ino)
 {
-	close(ino->fd);
+	fs->be->close(fs, ino->file);
 	pthread_rwlock_destroy(&ino->io_lock);
 	pthread_rwlock_destroy(&ino->data_lock);
 	free(ino);
 }
 
 /*
- * The cached inode of the regular file open on fd, with one more open;
- * NULL when fd is not a regular file or its backing file cannot be opened
- * read-write (it is then served without cache). A new inode's object is
- * charged to the domain of the process that opens it (pid, uid).
+ * The cached inode of the regular file open as f, with one more open;
+ * NULL when f is not a regular file, its backing file cannot be opened
+ * read-write, or the cache is off (--no-cache): it is then served without
+ * cache. A new inode's object is charged to the domain of the process that
+ * opens it (pid, uid).
  */
-static struct ufs_inode *inode_get(struct ufs *fs, int fd, pid_t pid, uid_t uid)
+static struct ufs_inode *inode_get(struct ufs *fs, struct ufs_bfile *f, pid_t pid, uid_t uid)
 {
 	struct ufs_inode *ino;
 	struct stat st;
-	char proc[64];
 
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+	if (fs->opt.no_cache || fs->be->fstat(fs, f, &st) != 0 || !S_ISREG(st.st_mode))
 		return NULL;
 	pthread_mutex_lock(&fs->itable_lock);
 	for (;;) {
@@ -273,11 +179,13 @@ static struct ufs_inode *inode_get(struct ufs *fs, int fd, pid_t pid, uid_t uid)
 	}
 	if (!(ino = calloc(1, sizeof(*ino))))
 		goto out;
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-	ino->fd = open(proc, O_RDWR | O_CLOEXEC);
-	if (ino->fd < 0 || fstat(ino->fd, &st) != 0) {
-		if (ino->fd >= 0)
-			close(ino->fd);
+	if (fs->be->reopen_rw(fs, f, &ino->file) != 0) {
+		free(ino);
+		ino = NULL;
+		goto out;
+	}
+	if (fs->be->fstat(fs, ino->file, &st) != 0) {
+		fs->be->close(fs, ino->file);
 		free(ino);
 		ino = NULL;
 		goto out;
@@ -289,7 +197,7 @@ static struct ufs_inode *inode_get(struct ufs *fs, int fd, pid_t pid, uid_t uid)
 	pthread_rwlock_init(&ino->io_lock, NULL);
 	pthread_rwlock_init(&ino->data_lock, NULL);
 	if (us_object_create(fs->backend, ufs_domain_for(fs, pid, uid), ino, &ino->obj) != 0) {
-		ifree(ino);
+		ifree(fs, ino);
 		ino = NULL;
 		goto out;
 	}
@@ -351,9 +259,18 @@ static void drop_from(struct ufs_inode *ino, uint64_t from)
  * write keeps failing), the inode stays in the table, unopened, and is
  * written back at unmount.
  */
-static void inode_put(struct ufs *fs, struct ufs_inode *ino)
+/* Whether the inode's file lost its last name (on an NFS server, unlinking
+ * removes the file at once: its handle is then stale). */
+static bool inode_gone(struct ufs *fs, struct ufs_inode *ino)
 {
 	struct stat st;
+	int rc = fs->be->fstat(fs, ino->file, &st);
+
+	return (rc == 0 && st.st_nlink == 0) || rc == -ESTALE || rc == -ENOENT;
+}
+
+static void inode_put(struct ufs *fs, struct ufs_inode *ino)
+{
 	uint64_t since;
 	int rc;
 
@@ -365,12 +282,15 @@ static void inode_put(struct ufs *fs, struct ufs_inode *ino)
 	ino->closing = true;
 	pthread_mutex_unlock(&fs->itable_lock);
 
-	if (fstat(ino->fd, &st) == 0 && st.st_nlink == 0) {
+	if (inode_gone(fs, ino)) {
 		drop_from(ino, 0);
 	} else {
 		since = us_object_errseq(ino->obj);
 		us_object_sync(ino->obj, &since);
 	}
+	/* No reply of the backend's may name the object once destroyed. */
+	if (fs->be->drain)
+		fs->be->drain(fs, ino->file);
 	/* -EBUSY while a flusher's call on it is still returning: brief. */
 	for (int tries = 0; (rc = us_object_destroy(ino->obj)) == -EBUSY && tries < 1000; tries++) {
 		struct timespec ms = { 0, 1000000 };
@@ -385,7 +305,7 @@ static void inode_put(struct ufs *fs, struct ufs_inode *ino)
 	pthread_cond_broadcast(&fs->itable_cond);
 	pthread_mutex_unlock(&fs->itable_lock);
 	if (rc == 0)
-		ifree(ino);
+		ifree(fs, ino);
 }
 
 /* A name of (dev, ino) went away (unlink, rename over it): if that was its
@@ -401,15 +321,14 @@ static void inode_unlinked(struct ufs *fs, const struct stat *st)
 /* Sets the logical size: the backing file is truncated (or extended) at
  * once, the cached chunks past the end dropped and the tail of the last one
  * zeroed. */
-static int inode_truncate(struct ufs_inode *ino, uint64_t size)
+static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 {
-	int rc = 0;
+	int rc;
 
 	pthread_rwlock_wrlock(&ino->io_lock);
 	pthread_rwlock_wrlock(&ino->data_lock);
-	if (ftruncate(ino->fd, (off_t)size) != 0) {
-		rc = -errno;
-	} else {
+	rc = fs->be->ftruncate(fs, ino->file, size);
+	if (rc == 0) {
 		uint64_t old = ino->size, tail = size % UFS_CHUNK_BYTES;
 		us_buf *b;
 
@@ -464,7 +383,7 @@ int ufs_engine_stop(struct ufs *fs)
 			struct ufs_inode *ino = fs->itable[i];
 
 			fs->itable[i] = ino->next;
-			ifree(ino);
+			ifree(fs, ino);
 		}
 	}
 	return 0;
@@ -473,40 +392,27 @@ int ufs_engine_stop(struct ufs *fs)
 /* ------------------------------------------------------------------------ */
 /* Data                                                                      */
 
-/* Fills a new chunk from the backing file (read-modify-write). */
-static int chunk_fill(struct ufs_inode *ino, us_buf *b)
+/* Fills a new chunk from the backing file (read-modify-write); past the
+ * backing file's end the rest stays zero. */
+static int chunk_fill(struct ufs *fs, struct ufs_inode *ino, us_buf *b)
 {
-	char *p = us_buf_data(b);
-	uint64_t done = 0, off = us_buf_offset(b);
+	ssize_t r = fs->be->pread(fs, ino->file, us_buf_data(b), UFS_CHUNK_BYTES, us_buf_offset(b));
 
-	while (done < UFS_CHUNK_BYTES) {
-		ssize_t r = pread(ino->fd, p + done, UFS_CHUNK_BYTES - done, (off_t)(off + done));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break; /* past the backing file's end: the rest stays zero */
-		done += (uint64_t)r;
-	}
-	return 0;
+	return r < 0 ? (int)r : 0;
 }
 
 static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
+	struct ufs *fs = ufs_self();
 	struct ufs_handle *h = handle_of(fi);
 	struct ufs_inode *ino = h->ino;
 	size_t done = 0;
 	int rc = 0;
 
 	(void)path;
-	if (!ino) {
-		ssize_t w = pwrite(h->fd, buf, size, off);
-
-		return w < 0 ? -errno : (int)w;
-	}
+	if (!ino)
+		return (int)fs->be->pwrite(fs, h->file, buf, size, (uint64_t)off);
 	atomic_store(&h->wrote, true);
 	pthread_rwlock_wrlock(&ino->io_lock);
 	while (done < size) {
@@ -518,7 +424,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		rc = us_buf_get(ino->obj, co, UFS_CHUNK_BYTES, 0, &b);
 		if (rc < 0)
 			break;
-		if (rc == 1 && n < UFS_CHUNK_BYTES && (rc = chunk_fill(ino, b)) < 0) {
+		if (rc == 1 && n < UFS_CHUNK_BYTES && (rc = chunk_fill(fs, ino, b)) < 0) {
 			us_buf_drop(b);
 			break;
 		}
@@ -541,17 +447,15 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 
 static int ufs_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
 {
+	struct ufs *fs = ufs_self();
 	struct ufs_handle *h = handle_of(fi);
 	struct ufs_inode *ino = h->ino;
 	uint64_t end, pos;
 	int rc = 0;
 
 	(void)path;
-	if (!ino) {
-		ssize_t r = pread(h->fd, buf, size, off);
-
-		return r < 0 ? -errno : (int)r;
-	}
+	if (!ino)
+		return (int)fs->be->pread(fs, h->file, buf, size, (uint64_t)off);
 	/* Shared with other readers; writers and truncate wait. */
 	pthread_rwlock_rdlock(&ino->io_lock);
 	end = min_u64((uint64_t)off + size, ino->size);
@@ -565,25 +469,16 @@ static int ufs_read(const char *path, char *buf, size_t size, off_t off, struct 
 			memcpy(out, (char *)us_buf_data(b) + (pos - co), n);
 			us_buf_put(b);
 		} else {
-			uint64_t got = 0;
-
 			/* Not cached: the backing file has its latest data, up to
 			 * its end; past it (a tail not yet written back, a
 			 * hole) the file reads as zeros. */
-			while (got < n) {
-				ssize_t r = pread(ino->fd, out + got, n - got, (off_t)(pos + got));
+			ssize_t r = fs->be->pread(fs, ino->file, out, n, pos);
 
-				if (r < 0 && errno == EINTR)
-					continue;
-				if (r < 0) {
-					rc = -errno;
-					goto out;
-				}
-				if (r == 0)
-					break;
-				got += (uint64_t)r;
+			if (r < 0) {
+				rc = (int)r;
+				goto out;
 			}
-			memset(out + got, 0, n - got);
+			memset(out + r, 0, n - (uint64_t)r);
 		}
 		pos += n;
 	}
@@ -597,23 +492,23 @@ out:
 /* ------------------------------------------------------------------------ */
 /* Open, close, sync                                                         */
 
-static int attach(struct ufs *fs, int fd, struct fuse_file_info *fi, bool trunc)
+static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi, bool trunc)
 {
 	struct fuse_context *ctx = fuse_get_context();
 	struct ufs_handle *h = calloc(1, sizeof(*h));
 	int rc = 0;
 
 	if (!h) {
-		close(fd);
+		fs->be->close(fs, f);
 		return -ENOMEM;
 	}
-	h->fd = fd;
+	h->file = f;
 	pthread_mutex_init(&h->lock, NULL);
-	h->ino = inode_get(fs, fd, ctx->pid, ctx->uid);
+	h->ino = inode_get(fs, f, ctx->pid, ctx->uid);
 	if (h->ino)
 		h->since = us_object_errseq(h->ino->obj);
 	if (trunc)
-		rc = h->ino ? inode_truncate(h->ino, 0) : (ftruncate(fd, 0) ? -errno : 0);
+		rc = h->ino ? inode_truncate(fs, h->ino, 0) : fs->be->ftruncate(fs, f, 0);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	return rc;
 }
@@ -623,17 +518,18 @@ static int attach(struct ufs *fs, int fd, struct fuse_file_info *fi, bool trunc)
  * append). */
 static int backing_flags(int flags)
 {
-	return (flags & ~(O_TRUNC | O_APPEND)) | O_CLOEXEC;
+	return flags & ~(O_TRUNC | O_APPEND);
 }
 
 static int ufs_open(const char *path, struct fuse_file_info *fi)
 {
 	struct ufs *fs = ufs_self();
-	int fd = openat(fs->backing_fd, rel(path), backing_flags(fi->flags));
+	struct ufs_bfile *f;
+	int rc = fs->be->open(fs, rel(path), backing_flags(fi->flags), 0, &f);
 
-	if (fd < 0)
-		return -errno;
-	return attach(fs, fd, fi, fi->flags & O_TRUNC);
+	if (rc)
+		return rc;
+	return attach(fs, f, fi, fi->flags & O_TRUNC);
 }
 
 /*
@@ -644,57 +540,59 @@ static int ufs_open(const char *path, struct fuse_file_info *fi)
  * open it), else by name. On failure the new entry is removed: nothing is
  * left owned by root. 0 or a negative errno.
  */
-static int own(const char *path, int fd, mode_t mode, bool dir)
+static int own(const char *path, struct ufs_bfile *f, mode_t mode, bool dir)
 {
 	struct fuse_context *ctx = fuse_get_context();
 	struct ufs *fs = ctx->private_data;
+	const struct ufs_backend *be = fs->be;
 	const char *r = rel(path), *slash = strrchr(r, '/');
 	gid_t gid = ctx->gid;
 	struct stat pst;
-	int rc, err;
+	int rc;
 
 	if (slash) {
 		char parent[PATH_MAX];
 
 		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - r), r);
-		rc = fstatat(fs->backing_fd, parent, &pst, 0);
+		rc = be->stat(fs, parent, &pst);
 	} else {
-		rc = fstat(fs->backing_fd, &pst);
+		rc = be->stat(fs, ".", &pst);
 	}
 	if (rc == 0 && (pst.st_mode & S_ISGID))
 		gid = (gid_t)-1;
 	if (ctx->uid == geteuid() && (gid == (gid_t)-1 || gid == getegid()))
 		return 0;
-	if (fd >= 0)
-		rc = fchown(fd, ctx->uid, gid);
+	if (f)
+		rc = be->fchown(fs, f, ctx->uid, gid);
 	else
-		rc = fchownat(fs->backing_fd, r, ctx->uid, gid, AT_SYMLINK_NOFOLLOW);
+		rc = be->chown(fs, r, ctx->uid, gid);
 	/* chown clears a file's set-user-ID and set-group-ID: give them back. */
 	if (rc == 0 && !dir && (mode & (S_ISUID | S_ISGID)) && !S_ISLNK(mode))
-		rc = fd >= 0 ? fchmod(fd, mode & 07777) : fchmodat(fs->backing_fd, r, mode & 07777, 0);
+		rc = f ? be->fchmod(fs, f, mode & 07777) : be->chmod(fs, r, mode & 07777);
 	if (rc == 0)
 		return 0;
-	err = -errno;
-	unlinkat(fs->backing_fd, r, dir ? AT_REMOVEDIR : 0);
-	return err;
+	if (dir)
+		be->rmdir(fs, r);
+	else
+		be->unlink(fs, r);
+	return rc;
 }
 
 static int ufs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
 	struct ufs *fs = ufs_self();
-	int fd = openat(fs->backing_fd, rel(path),
-			backing_flags(fi->flags) | O_CREAT | O_EXCL, mode);
-	int rc;
+	struct ufs_bfile *f;
+	int rc = fs->be->open(fs, rel(path), backing_flags(fi->flags) | O_CREAT | O_EXCL, mode, &f);
 
-	if (fd < 0 && errno == EEXIST && !(fi->flags & O_EXCL)) /* raced: open it */
-		fd = openat(fs->backing_fd, rel(path), backing_flags(fi->flags), mode);
-	else if (fd >= 0 && (rc = own(path, fd, mode, false))) {
-		close(fd);
+	if (rc == -EEXIST && !(fi->flags & O_EXCL)) /* raced: open it */
+		rc = fs->be->open(fs, rel(path), backing_flags(fi->flags), mode, &f);
+	else if (rc == 0 && (rc = own(path, f, mode, false))) {
+		fs->be->close(fs, f);
 		return rc;
 	}
-	if (fd < 0)
-		return -errno;
-	return attach(fs, fd, fi, fi->flags & O_TRUNC);
+	if (rc)
+		return rc;
+	return attach(fs, f, fi, fi->flags & O_TRUNC);
 }
 
 /* close(): a descriptor that wrote gets the integrity sync, like NFS's
@@ -702,12 +600,11 @@ static int ufs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 static int ufs_flush(const char *path, struct fuse_file_info *fi)
 {
 	struct ufs_handle *h = handle_of(fi);
-	struct stat st;
 
 	(void)path;
 	if (!h->ino || !atomic_load(&h->wrote))
 		return 0;
-	if (fstat(h->ino->fd, &st) == 0 && st.st_nlink == 0)
+	if (inode_gone(ufs_self(), h->ino))
 		return 0; /* unlinked: dropped at the last release */
 	return inode_sync(h, h->ino);
 }
@@ -719,7 +616,7 @@ static int ufs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 	(void)path;
 	(void)datasync;
 	if (!h->ino)
-		return fsync(h->fd) ? -errno : 0;
+		return ufs_self()->be->fsync(ufs_self(), h->file);
 	return inode_sync(h, h->ino);
 }
 
@@ -730,7 +627,7 @@ static int ufs_release(const char *path, struct fuse_file_info *fi)
 	(void)path;
 	if (h->ino)
 		inode_put(ufs_self(), h->ino);
-	close(h->fd);
+	ufs_self()->be->close(ufs_self(), h->file);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 	return 0;
@@ -747,14 +644,12 @@ static int ufs_getattr(const char *path, struct stat *st, struct fuse_file_info 
 	struct ufs_inode *ino;
 	int rc;
 
-	if (h && h->dir)
-		rc = fstat(dirfd(h->dir), st);
-	else if (h)
-		rc = fstat(h->fd, st);
+	if (h)
+		rc = fs->be->fstat(fs, h->file, st);
 	else
-		rc = fstatat(fs->backing_fd, rel(path), st, AT_SYMLINK_NOFOLLOW);
+		rc = fs->be->lstat(fs, rel(path), st);
 	if (rc != 0)
-		return -errno;
+		return rc;
 	if ((ino = inode_find(fs, st))) {
 		pthread_rwlock_rdlock(&ino->data_lock);
 		st->st_size = (off_t)ino->size;
@@ -785,8 +680,7 @@ int ufs_inode_times(struct ufs_inode *ino)
 	pthread_rwlock_unlock(&ino->data_lock);
 	if (!tv[1].tv_sec)
 		return 0;
-	if (futimens(ino->fd, tv) != 0)
-		rc = -errno;
+	rc = ufs_self()->be->futimens(ufs_self(), ino->file, tv);
 	pthread_rwlock_wrlock(&ino->data_lock);
 	/* A write since: its time is still to come. */
 	if (!rc && ino->mtime.tv_sec == tv[1].tv_sec && ino->mtime.tv_nsec == tv[1].tv_nsec)
@@ -814,37 +708,28 @@ static int ufs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	if (size < 0)
 		return -EINVAL;
 	if (h && h->ino)
-		return inode_truncate(h->ino, (uint64_t)size);
+		return inode_truncate(fs, h->ino, (uint64_t)size);
 	if (h)
-		return ftruncate(h->fd, size) ? -errno : 0;
-	if (fstatat(fs->backing_fd, rel(path), &st, 0) != 0)
-		return -errno;
+		return fs->be->ftruncate(fs, h->file, (uint64_t)size);
+	if ((rc = fs->be->stat(fs, rel(path), &st)))
+		return rc;
 	if ((ino = inode_find(fs, &st))) {
-		rc = inode_truncate(ino, (uint64_t)size);
+		rc = inode_truncate(fs, ino, (uint64_t)size);
 		inode_put(fs, ino);
 		return rc;
 	}
-	rc = openat(fs->backing_fd, rel(path), O_WRONLY | O_CLOEXEC);
-	if (rc < 0)
-		return -errno;
-	if (ftruncate(rc, size) != 0) {
-		int err = -errno;
-
-		close(rc);
-		return err;
-	}
-	close(rc);
-	return 0;
+	return fs->be->truncate(fs, rel(path), (uint64_t)size);
 }
 
 static int ufs_unlink(const char *path)
 {
 	struct ufs *fs = ufs_self();
 	struct stat st;
-	bool had = fstatat(fs->backing_fd, rel(path), &st, AT_SYMLINK_NOFOLLOW) == 0;
+	bool had = fs->be->lstat(fs, rel(path), &st) == 0;
+	int rc = fs->be->unlink(fs, rel(path));
 
-	if (unlinkat(fs->backing_fd, rel(path), 0) != 0)
-		return -errno;
+	if (rc)
+		return rc;
 	if (had)
 		inode_unlinked(fs, &st);
 	return 0;
@@ -854,11 +739,12 @@ static int ufs_rename(const char *from, const char *to, unsigned int flags)
 {
 	struct ufs *fs = ufs_self();
 	struct stat st;
-	bool had = fstatat(fs->backing_fd, rel(to), &st, AT_SYMLINK_NOFOLLOW) == 0;
-
+	bool had = fs->be->lstat(fs, rel(to), &st) == 0;
 	/* The cache follows the inode, not the name: nothing moves. */
-	if (renameat2(fs->backing_fd, rel(from), fs->backing_fd, rel(to), flags) != 0)
-		return -errno;
+	int rc = fs->be->rename(fs, rel(from), rel(to), flags);
+
+	if (rc)
+		return rc;
 	if (had && !(flags & RENAME_EXCHANGE))
 		inode_unlinked(fs, &st);
 	return 0;
@@ -876,13 +762,12 @@ static int ufs_utimens(const char *path, const struct timespec tv[2], struct fus
 	 * (cp -a, tar, rsync set them after writing). */
 	if (h && h->ino)
 		rc = inode_sync(h, h->ino);
-	else if (!h && fstatat(fs->backing_fd, rel(path), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		 (ino = inode_find(fs, &st)))
+	else if (!h && fs->be->lstat(fs, rel(path), &st) == 0 && (ino = inode_find(fs, &st)))
 		rc = inode_sync(NULL, ino);
 	if (!rc && h)
-		rc = futimens(h->dir ? dirfd(h->dir) : h->fd, tv) ? -errno : 0;
+		rc = fs->be->futimens(fs, h->file, tv);
 	else if (!rc)
-		rc = utimensat(fs->backing_fd, rel(path), tv, AT_SYMLINK_NOFOLLOW) ? -errno : 0;
+		rc = fs->be->utimens(fs, rel(path), tv);
 	if (!rc && (ino || (h && h->ino)))
 		inode_times_set(ino ? ino : h->ino);
 	if (ino)
@@ -892,175 +777,157 @@ static int ufs_utimens(const char *path, const struct timespec tv[2], struct fus
 
 static int ufs_readlink(const char *path, char *buf, size_t size)
 {
-	ssize_t n = readlinkat(ufs_self()->backing_fd, rel(path), buf, size - 1);
-
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	return 0;
+	return ufs_self()->be->readlink(ufs_self(), rel(path), buf, size);
 }
 
 static int ufs_mknod(const char *path, mode_t mode, dev_t rdev)
 {
-	if (mknodat(ufs_self()->backing_fd, rel(path), mode, rdev))
-		return -errno;
-	return own(path, -1, mode, false);
+	int rc = ufs_self()->be->mknod(ufs_self(), rel(path), mode, rdev);
+
+	return rc ? rc : own(path, NULL, mode, false);
 }
 
 static int ufs_mkdir(const char *path, mode_t mode)
 {
-	if (mkdirat(ufs_self()->backing_fd, rel(path), mode))
-		return -errno;
-	return own(path, -1, mode, true);
+	int rc = ufs_self()->be->mkdir(ufs_self(), rel(path), mode);
+
+	return rc ? rc : own(path, NULL, mode, true);
 }
 
 static int ufs_rmdir(const char *path)
 {
-	return unlinkat(ufs_self()->backing_fd, rel(path), AT_REMOVEDIR) ? -errno : 0;
+	return ufs_self()->be->rmdir(ufs_self(), rel(path));
 }
 
 static int ufs_symlink(const char *target, const char *path)
 {
-	if (symlinkat(target, ufs_self()->backing_fd, rel(path)))
-		return -errno;
-	return own(path, -1, S_IFLNK | 0777, false);
+	int rc = ufs_self()->be->symlink(ufs_self(), target, rel(path));
+
+	return rc ? rc : own(path, NULL, S_IFLNK | 0777, false);
 }
 
 static int ufs_link(const char *from, const char *to)
 {
-	struct ufs *fs = ufs_self();
-
-	return linkat(fs->backing_fd, rel(from), fs->backing_fd, rel(to), 0) ? -errno : 0;
+	return ufs_self()->be->link(ufs_self(), rel(from), rel(to));
 }
 
 static int ufs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
+	struct ufs *fs = ufs_self();
 	struct ufs_handle *h = handle_of(fi);
 
 	if (h)
-		return fchmod(h->dir ? dirfd(h->dir) : h->fd, mode) ? -errno : 0;
-	return fchmodat(ufs_self()->backing_fd, rel(path), mode, 0) ? -errno : 0;
+		return fs->be->fchmod(fs, h->file, mode);
+	return fs->be->chmod(fs, rel(path), mode);
 }
 
 static int ufs_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
 {
+	struct ufs *fs = ufs_self();
 	struct ufs_handle *h = handle_of(fi);
 
 	if (h)
-		return fchown(h->dir ? dirfd(h->dir) : h->fd, uid, gid) ? -errno : 0;
-	return fchownat(ufs_self()->backing_fd, rel(path), uid, gid, AT_SYMLINK_NOFOLLOW) ? -errno :
-											    0;
+		return fs->be->fchown(fs, h->file, uid, gid);
+	return fs->be->chown(fs, rel(path), uid, gid);
 }
 
 static int ufs_statfs(const char *path, struct statvfs *st)
 {
-	(void)path;
-	return fstatvfs(ufs_self()->backing_fd, st) ? -errno : 0;
+	return ufs_self()->be->statfs(ufs_self(), rel(path), st);
 }
 
 static int ufs_access(const char *path, int mask)
 {
-	return faccessat(ufs_self()->backing_fd, rel(path), mask, 0) ? -errno : 0;
+	return ufs_self()->be->access(ufs_self(), rel(path), mask);
 }
 
-/* Extended attributes go through /proc/self/fd/N/PATH: the l*xattr calls
- * have no *at form. Without --xattr they answer ENOSYS, as libfuse's
- * passthrough_ll does without -o xattr: the kernel then stops asking
- * (EOPNOTSUPP to the caller, as a filesystem without extended attributes),
- * and above all stops sending GETXATTR security.capability before every
- * write (file_remove_privs()), one request per write otherwise. */
-static void xpath(char *out, size_t len, const char *path)
+/* Extended attributes, when the backend has them. Without --xattr they
+ * answer ENOSYS, as libfuse's passthrough_ll does without -o xattr: the
+ * kernel then stops asking (EOPNOTSUPP to the caller, as a filesystem
+ * without extended attributes), and above all stops sending GETXATTR
+ * security.capability before every write (file_remove_privs()), one request
+ * per write otherwise. */
+static bool xattr_on(struct ufs *fs)
 {
-	snprintf(out, len, "/proc/self/fd/%d/%s", ufs_self()->backing_fd, rel(path));
+	return fs->opt.xattr && fs->be->setxattr;
 }
 
 static int ufs_setxattr(const char *path, const char *name, const char *value, size_t size,
 			int flags)
 {
-	char p[PATH_MAX + 64];
+	struct ufs *fs = ufs_self();
 
-	if (!ufs_self()->opt.xattr)
+	if (!xattr_on(fs))
 		return -ENOSYS;
-
-	xpath(p, sizeof(p), path);
-	return lsetxattr(p, name, value, size, flags) ? -errno : 0;
+	return fs->be->setxattr(fs, rel(path), name, value, size, flags);
 }
 
 static int ufs_getxattr(const char *path, const char *name, char *value, size_t size)
 {
-	char p[PATH_MAX + 64];
-	ssize_t n;
+	struct ufs *fs = ufs_self();
 
-	if (!ufs_self()->opt.xattr)
+	if (!xattr_on(fs))
 		return -ENOSYS;
-
-	xpath(p, sizeof(p), path);
-	n = lgetxattr(p, name, value, size);
-	return n < 0 ? -errno : (int)n;
+	return fs->be->getxattr(fs, rel(path), name, value, size);
 }
 
 static int ufs_listxattr(const char *path, char *list, size_t size)
 {
-	char p[PATH_MAX + 64];
-	ssize_t n;
+	struct ufs *fs = ufs_self();
 
-	if (!ufs_self()->opt.xattr)
+	if (!xattr_on(fs))
 		return -ENOSYS;
-
-	xpath(p, sizeof(p), path);
-	n = llistxattr(p, list, size);
-	return n < 0 ? -errno : (int)n;
+	return fs->be->listxattr(fs, rel(path), list, size);
 }
 
 static int ufs_removexattr(const char *path, const char *name)
 {
-	char p[PATH_MAX + 64];
+	struct ufs *fs = ufs_self();
 
-	if (!ufs_self()->opt.xattr)
+	if (!xattr_on(fs))
 		return -ENOSYS;
-
-	xpath(p, sizeof(p), path);
-	return lremovexattr(p, name) ? -errno : 0;
+	return fs->be->removexattr(fs, rel(path), name);
 }
 
 static int ufs_opendir(const char *path, struct fuse_file_info *fi)
 {
+	struct ufs *fs = ufs_self();
 	struct ufs_handle *h = calloc(1, sizeof(*h));
-	int fd, err;
+	int rc;
 
 	if (!h)
 		return -ENOMEM;
-	fd = openat(ufs_self()->backing_fd, rel(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || !(h->dir = fdopendir(fd))) {
-		err = -errno;
-		if (fd >= 0)
-			close(fd);
+	if ((rc = fs->be->opendir(fs, rel(path), &h->file))) {
 		free(h);
-		return err;
+		return rc;
 	}
-	h->fd = -1;
+	h->dir = true;
 	fi->fh = (uint64_t)(uintptr_t)h;
 	return 0;
+}
+
+struct fill_ctx {
+	void *buf;
+	fuse_fill_dir_t filler;
+};
+
+static int fill_one(void *ctx, const char *name, const struct stat *st)
+{
+	struct fill_ctx *c = ctx;
+
+	return c->filler(c->buf, name, st, 0, 0);
 }
 
 static int ufs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t off,
 		       struct fuse_file_info *fi, enum fuse_readdir_flags flags)
 {
-	struct ufs_handle *h = handle_of(fi);
-	struct dirent *de;
+	struct ufs *fs = ufs_self();
+	struct fill_ctx c = { buf, filler };
 
 	(void)path;
 	(void)flags;
 	/* Offsets of 0: the library reads the whole directory at once. */
-	if (off == 0)
-		rewinddir(h->dir);
-	while ((errno = 0, de = readdir(h->dir))) {
-		struct stat st = { .st_ino = de->d_ino, .st_mode = DTTOIF(de->d_type) };
-
-		if (filler(buf, de->d_name, &st, 0, 0))
-			break;
-	}
-	return errno ? -errno : 0;
+	return fs->be->readdir(fs, handle_of(fi)->file, (uint64_t)off, fill_one, &c);
 }
 
 static int ufs_releasedir(const char *path, struct fuse_file_info *fi)
@@ -1068,7 +935,7 @@ static int ufs_releasedir(const char *path, struct fuse_file_info *fi)
 	struct ufs_handle *h = handle_of(fi);
 
 	(void)path;
-	closedir(h->dir);
+	ufs_self()->be->close(ufs_self(), h->file);
 	free(h);
 	return 0;
 }
@@ -1080,8 +947,13 @@ static void *ufs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	 * file unlinks it (no .fuse_hidden rename). */
 	cfg->nullpath_ok = 1;
 	cfg->hard_remove = 1;
-	/* The filesystem is the cache: the kernel writes through to it. */
-	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* The filesystem is the cache: the kernel writes through to it;
+	 * unless --kernel-writeback (meant with --no-cache: the kernel's page
+	 * cache in front of an uncached client, for comparison). */
+	if (ufs_self()->opt.kernel_writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	else
+		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	return ufs_self();
 }
 

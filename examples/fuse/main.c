@@ -1,13 +1,17 @@
 /*
- * unstable-fuse BACKING_DIR MOUNTPOINT [-f] [--max SIZE]
- *               [--domain-by cgroup|uid|none] [--cgroup-percent N]
- *               [--commit-interval TIME] [--stats FILE] [--flushers N]
- *               [--dirty-ratio N] [--xattr] [-V] [-h]
+ * unstable-fuse BACKING_DIR|nfs://SERVER/EXPORT[?ARGS] MOUNTPOINT [-f]
+ *               [--max SIZE] [--domain-by cgroup|uid|none] [--cgroup-percent N]
+ *               [--commit-interval TIME] [--dirty-expire TIME] [--stats FILE]
+ *               [--flushers N]
+ *               [--dirty-ratio N] [--xattr] [--rpcs N] [--no-cache]
+ *               [--kernel-writeback] [-V] [-h]
  *               [FUSE options: -d, -s, -o opt,...]
  *
- * A passthrough filesystem over BACKING_DIR whose writes are cached,
- * accounted and written back by the unstable engine (see ufuse.h for the
- * data path). Bad arguments: a message and exit status 2. -V prints the
+ * A passthrough filesystem over BACKING_DIR, or over an NFSv3 export (the
+ * NFS backend, when built with libnfs), whose writes are cached, accounted
+ * and written back by the unstable engine (see ufuse.h for the data path,
+ * backend.h for the backends). Bad arguments, a backing directory or an
+ * NFS server or export that cannot be reached: a message and exit status 2. -V prints the
  * version. Exit status 0 after an unmount (or SIGTERM, SIGINT, SIGHUP) that
  * wrote everything back, 1 otherwise.
  *
@@ -49,6 +53,11 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: unstable-fuse BACKING_DIR MOUNTPOINT [options]\n"
+#ifdef UFS_HAVE_NFS
+		"       unstable-fuse nfs://SERVER/EXPORT[?ARGS] MOUNTPOINT [options]\n"
+		"\n"
+		"ARGS (libnfs URL arguments, joined by &): nfsport=N, mountport=N, version=3, ...\n"
+#endif
 		"\n"
 		"  -f                      stay in the foreground\n"
 		"  --max SIZE              the root domain's max (default 256M): all cached data\n"
@@ -57,6 +66,7 @@ static void usage(FILE *f)
 		"                          per user; none (default): everything in the root\n"
 		"  --cgroup-percent N      a cgroup domain's max in percent of its limit (50)\n"
 		"  --commit-interval TIME  unstable data older than this is committed (5s)\n"
+		"  --dirty-expire TIME     dirty data older than this is written back (30s)\n"
 		"  --stats FILE            rewrite FILE with every domain's statistics each second\n"
 		"                          (SIGUSR1 prints them on standard output)\n"
 		"  --flushers N            the engine's flusher threads (2)\n"
@@ -66,6 +76,11 @@ static void usage(FILE *f)
 		"  --xattr                 pass extended attributes through (default: none, as\n"
 		"                          without it the kernel asks for security.capability\n"
 		"                          before every write)\n"
+		"  --rpcs N                NFS: WRITE3 RPCs in flight at most (default 16)\n"
+		"  --no-cache              no cache of our own: each write goes to the backend at\n"
+		"                          once (NFS: WRITE3 FILE_SYNC), for comparison\n"
+		"  --kernel-writeback      let the kernel cache writes (FUSE writeback cache);\n"
+		"                          meant with --no-cache\n"
 		"  -d                      FUSE debug output (implies -f)\n"
 		"  -s                      one FUSE worker thread\n"
 		"  -o allow_other          let other users than the one who mounts use the mount\n"
@@ -234,8 +249,9 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = NULL;
 		static const char *const with_value[] = {
-			"--max",   "--domain-by", "--cgroup-percent", "--commit-interval",
-			"--stats", "--flushers",  "--dirty-ratio"
+			"--max",	 "--domain-by", "--cgroup-percent", "--commit-interval",
+			"--stats",	 "--flushers",	"--dirty-ratio",    "--rpcs",
+			"--dirty-expire"
 		};
 		size_t k;
 
@@ -254,6 +270,14 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 		}
 		if (strcmp(a, "--xattr") == 0) {
 			o->xattr = true;
+			continue;
+		}
+		if (strcmp(a, "--no-cache") == 0) {
+			o->no_cache = true;
+			continue;
+		}
+		if (strcmp(a, "--kernel-writeback") == 0) {
+			o->kernel_writeback = true;
 			continue;
 		}
 		if (strcmp(a, "-o") == 0) {
@@ -306,6 +330,9 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 			if (parse_time(val, &o->commit_interval_ns))
 				return bad("--commit-interval: '%s' is not a time (5s, 500ms)",
 					   val);
+		} else if (strncmp(a, "--dirty-expire", 14) == 0) {
+			if (parse_time(val, &o->dirty_expire_ns))
+				return bad("--dirty-expire: '%s' is not a time (30s, 500ms)", val);
 		} else if (strncmp(a, "--stats", 7) == 0) {
 			if (!*val)
 				return bad("--stats: %sempty file name", "");
@@ -320,6 +347,13 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 			if (*end || end == val || v < 2 || v > 100)
 				return bad("--dirty-ratio: '%s' is not 2..100", val);
 			o->dirty_ratio = (unsigned)v;
+		} else if (strncmp(a, "--rpcs", 6) == 0) {
+			char *end;
+			long v = strtol(val, &end, 10);
+
+			if (*end || end == val || v < 1 || v > 1024)
+				return bad("--rpcs: '%s' is not 1..1024", val);
+			o->rpcs = (unsigned)v;
 		} else {
 			char *end;
 			long v = strtol(val, &end, 10);
@@ -344,6 +378,7 @@ int main(int argc, char **argv)
 	struct fuse *fuse;
 	pthread_t stats;
 	sigset_t set;
+	bool attached = false;
 	int rc, ret = 0;
 
 	/* The kernel applies the caller's umask to the modes it sends. */
@@ -353,6 +388,8 @@ int main(int argc, char **argv)
 	fs.opt.commit_interval_ns = UFS_DEFAULT_COMMIT;
 	fs.opt.flushers = 2;
 	fs.opt.dirty_ratio = UFS_DEFAULT_DIRTY_RATIO;
+	fs.opt.rpcs = 16;
+	fs.be = &ufs_backend_dir;
 	fs.backing_fd = -1;
 	if ((ret = parse_args(argc, argv, &fs.opt, &args)))
 		goto out_args;
@@ -369,12 +406,20 @@ int main(int argc, char **argv)
 		ret = bad("%smissing MOUNTPOINT", "");
 		goto out_args;
 	}
-	fs.backing_fd = open(fs.opt.backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fs.backing_fd < 0) {
-		fprintf(stderr, "unstable-fuse: %s: %s\n", fs.opt.backing, strerror(errno));
+	if (strncmp(fs.opt.backing, "nfs://", 6) == 0) {
+#ifdef UFS_HAVE_NFS
+		fs.be = &ufs_backend_nfs;
+#else
+		ret = bad("%s: this unstable-fuse was built without libnfs (no NFS backend)",
+			  fs.opt.backing);
+		goto out_args;
+#endif
+	}
+	if (fs.be->attach(&fs, fs.opt.backing) != 0) {
 		ret = 2;
 		goto out_args;
 	}
+	attached = true;
 	if (fs.opt.domain_by == UFS_DOMAIN_CGROUP && ufs_cgroup_detect(&fs) != 0) {
 		fprintf(stderr, "unstable-fuse: --domain-by cgroup: no memory cgroup controller "
 				"in /sys/fs/cgroup\n");
@@ -414,6 +459,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "unstable-fuse: engine: %s\n", us_strerror(rc));
 		ret = 1;
 		goto out_unmount;
+	}
+	if ((rc = fs.be->start(&fs))) {
+		fprintf(stderr, "unstable-fuse: %s backend: %s\n", fs.be->name, strerror(-rc));
+		ret = 1;
+		goto out_engine;
 	}
 	if (fuse_set_signal_handlers(fuse_get_session(fuse)) != 0) {
 		ret = 1;
@@ -468,8 +518,8 @@ out_args:
 		fs.domains = d->next;
 		free(d);
 	}
-	if (fs.backing_fd >= 0)
-		close(fs.backing_fd);
+	if (attached)
+		fs.be->detach(&fs);
 	free(fs.opt.stats_path);
 	return ret;
 }

@@ -7,8 +7,9 @@
  * THE DATA PATH
  *
  * A regular file opened through the mount gets an inode record (struct
- * ufs_inode), keyed by the backing file's (st_dev, st_ino), with one O_RDWR
- * descriptor on the backing file and one engine object. The file's data is
+ * ufs_inode), keyed by the backing file's (st_dev, st_ino), with one
+ * read-write backend file (a descriptor, or an NFS file handle) and one
+ * engine object (unless --no-cache). The file's data is
  * cached in fixed chunks of UFS_CHUNK_BYTES (128 KiB) at chunk-aligned
  * offsets, one engine buffer each:
  *
@@ -20,13 +21,16 @@
  *            (which throttles the writer), and the write returns at once.
  *   read     each chunk: from the cached buffer when there is one, else
  *            pread() of the backing file. Reads do not populate the cache.
- *   flush    (engine callback) pwritev() of the run to the backing file: the
- *            data is in the backing filesystem but not durable, so each
- *            buffer is acknowledged US_WRITE_UNSTABLE with a sequence number
- *            taken after the pwrite returned.
+ *   flush    (engine callback, the backend's: backend.h) the directory
+ *            backend: pwritev() of the run to the backing file: the data is
+ *            in the backing filesystem but not durable, so each buffer is
+ *            acknowledged US_WRITE_UNSTABLE with a sequence number taken
+ *            after the pwrite returned. The NFS backend: WRITE3 UNSTABLE
+ *            RPCs, completed when the server answers (backend_nfs.c).
  *   commit   (engine callback) fdatasync() of the backing file, then
  *            us_object_commit_done() with the last sequence number handed
  *            out before it started: every write it covers had returned.
+ *            NFS: COMMIT3, its reply's write verifier checked.
  *   fsync, close of a descriptor that wrote: us_object_sync(), the engine's
  *            integrity sync (write back, commit, report errors once).
  *
@@ -59,6 +63,8 @@
 
 #include <unstable/unstable.h>
 
+#include "backend.h"
+
 #define UFS_CHUNK_BYTES ((uint64_t)128 << 10)
 
 /* How requests are mapped to accounting domains. */
@@ -69,21 +75,25 @@ enum ufs_domain_by {
 };
 
 struct ufs_options {
-	const char *backing; /* the backing directory */
+	const char *backing; /* the backing directory, or the nfs:// URL */
 	uint64_t max_bytes;  /* the root domain's max */
 	enum ufs_domain_by domain_by;
 	unsigned cgroup_percent; /* a cgroup domain's max: this % of its limit */
 	uint64_t commit_interval_ns;
-	char *stats_path;     /* NULL: no stats file */
-	unsigned flushers;    /* the engine's flusher threads */
-	unsigned dirty_ratio; /* each domain's dirty limit, % of its max (0: the engine's 20) */
-	bool xattr;	      /* pass extended attributes through (else ENOSYS) */
+	uint64_t dirty_expire_ns; /* 0: the engine's 30 s */
+	char *stats_path;	  /* NULL: no stats file */
+	unsigned flushers;	  /* the engine's flusher threads */
+	unsigned dirty_ratio;	  /* each domain's dirty limit, % of its max (0: the engine's 20) */
+	bool xattr;		  /* pass extended attributes through (else ENOSYS) */
+	bool no_cache;		  /* no engine cache: every write goes to the backend at once */
+	bool kernel_writeback;	  /* FUSE_CAP_WRITEBACK_CACHE: the kernel caches writes */
+	unsigned rpcs;		  /* NFS: WRITE3 RPCs in flight at most */
 };
 
 struct ufs_inode {
 	dev_t dev;
 	ino_t ino;
-	int fd; /* O_RDWR on the backing file */
+	struct ufs_bfile *file; /* read-write on the backend's file */
 	us_object *obj;
 	unsigned opens;		/* open handles; protected by itable_lock */
 	bool closing;		/* being torn down; protected by itable_lock */
@@ -115,7 +125,9 @@ struct ufs_domain {
 
 struct ufs {
 	struct ufs_options opt;
-	int backing_fd; /* the backing directory */
+	const struct ufs_backend *be;
+	void *be_priv;	/* the backend's state */
+	int backing_fd; /* the directory backend's backing directory */
 	us_engine *engine;
 	us_backend *backend;
 	atomic_uint_fast64_t seq; /* the last write sequence number handed out */
@@ -129,7 +141,7 @@ struct ufs {
 	unsigned ndomains;
 	/* cgroup mode: where the memory controller is mounted, and its version. */
 	char cg_mount[512];
-	int cg_version; /* 1 or 2; 0 when none was found */
+	int cg_version;	  /* 1 or 2; 0 when none was found */
 	const char *proc; /* where /proc is: NULL for "/proc" (tests point it elsewhere) */
 };
 

@@ -1,0 +1,120 @@
+/*
+ * unstable-fuse: where the data lives. One FUSE front end (fs.c) over one
+ * of two backends chosen at mount (main.c):
+ *
+ *   backend_dir.c  a backing directory: the *at() system calls; a flush is
+ *                  a pwritev(), a commit an fdatasync().
+ *   backend_nfs.c  an NFSv3 export (libnfs): a flush is WRITE3 UNSTABLE
+ *                  RPCs, a commit is COMMIT3 with the write verifier
+ *                  checked; the namespace goes through libnfs's synchronous
+ *                  calls. Built only when pkg-config finds libnfs.
+ *
+ * Paths are relative to the backend's root ("." is the root). Every call
+ * returns 0 (or a count) or a negative errno. A backend file (struct
+ * ufs_bfile) is an open file or directory; the front end keeps one per open
+ * handle and one read-write one per cached inode (reopen_rw). Calls on one
+ * backend may come from any thread at once: the backend serialises what it
+ * must.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef UFUSE_BACKEND_H
+#define UFUSE_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <unstable/unstable.h>
+
+struct ufs;
+struct ufs_bfile;
+
+/* readdir's sink: nonzero stops the listing. */
+typedef int (*ufs_fill_fn)(void *ctx, const char *name, const struct stat *st);
+
+struct ufs_backend {
+	const char *name;
+
+	/* Opens the backend (target: the directory or the URL) before the
+	 * mount; on failure prints a message naming the problem and returns a
+	 * negative errno (the daemon exits 2). */
+	int (*attach)(struct ufs *fs, const char *target);
+	/* After daemonizing, before the first request: threads. */
+	int (*start)(struct ufs *fs);
+	/* After the engine is shut down: threads stopped, backend closed. */
+	void (*detach)(struct ufs *fs);
+	/* Extra lines for the stats file ("backend NAME" block); may be NULL. */
+	void (*stats)(struct ufs *fs, FILE *f);
+
+	/* The engine's callbacks (us_backend_ops): write a run of an inode's
+	 * chunks, commit an inode. us_object_user() is the struct ufs_inode. */
+	int (*flush)(void *fs, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
+		     uint64_t length, enum us_reason reason);
+	int (*commit)(void *fs, us_object *obj, enum us_reason reason);
+	/* Waits until no RPC of the engine's for this inode's file is in
+	 * flight (before its object is destroyed); may be NULL. */
+	void (*drain)(struct ufs *fs, struct ufs_bfile *f);
+
+	/* Files. open: flags as open(2) (O_CREAT, O_EXCL honoured; never
+	 * O_TRUNC or O_APPEND). reopen_rw: a read-write file on the same
+	 * inode, for the cache. */
+	int (*open)(struct ufs *fs, const char *rel, int flags, mode_t mode,
+		    struct ufs_bfile **out);
+	int (*reopen_rw)(struct ufs *fs, struct ufs_bfile *f, struct ufs_bfile **out);
+	void (*close)(struct ufs *fs, struct ufs_bfile *f);
+	/* -ESTALE or -ENOENT once the file is gone (unlinked on a server). */
+	int (*fstat)(struct ufs *fs, struct ufs_bfile *f, struct stat *st);
+	/* Uncached I/O: a short read only at the end of the file. */
+	ssize_t (*pread)(struct ufs *fs, struct ufs_bfile *f, void *buf, size_t n, uint64_t off);
+	ssize_t (*pwrite)(struct ufs *fs, struct ufs_bfile *f, const void *buf, size_t n,
+			  uint64_t off);
+	int (*fsync)(struct ufs *fs, struct ufs_bfile *f);
+	/* With the inode's data_lock held exclusive (no flush can start). */
+	int (*ftruncate)(struct ufs *fs, struct ufs_bfile *f, uint64_t size);
+	int (*fchmod)(struct ufs *fs, struct ufs_bfile *f, mode_t mode);
+	int (*fchown)(struct ufs *fs, struct ufs_bfile *f, uid_t uid, gid_t gid);
+	int (*futimens)(struct ufs *fs, struct ufs_bfile *f, const struct timespec tv[2]);
+
+	/* Directories: readdir from the start when off is 0. */
+	int (*opendir)(struct ufs *fs, const char *rel, struct ufs_bfile **out);
+	int (*readdir)(struct ufs *fs, struct ufs_bfile *d, uint64_t off, ufs_fill_fn fill,
+		       void *ctx);
+
+	/* Names. lstat does not follow a last symlink, stat does; chown,
+	 * utimens do not follow. */
+	int (*lstat)(struct ufs *fs, const char *rel, struct stat *st);
+	int (*stat)(struct ufs *fs, const char *rel, struct stat *st);
+	int (*truncate)(struct ufs *fs, const char *rel, uint64_t size);
+	int (*mkdir)(struct ufs *fs, const char *rel, mode_t mode);
+	int (*mknod)(struct ufs *fs, const char *rel, mode_t mode, dev_t rdev);
+	int (*unlink)(struct ufs *fs, const char *rel);
+	int (*rmdir)(struct ufs *fs, const char *rel);
+	int (*symlink)(struct ufs *fs, const char *target, const char *rel);
+	int (*readlink)(struct ufs *fs, const char *rel, char *buf, size_t size);
+	int (*rename)(struct ufs *fs, const char *from, const char *to, unsigned flags);
+	int (*link)(struct ufs *fs, const char *from, const char *to);
+	int (*chmod)(struct ufs *fs, const char *rel, mode_t mode);
+	int (*chown)(struct ufs *fs, const char *rel, uid_t uid, gid_t gid);
+	int (*utimens)(struct ufs *fs, const char *rel, const struct timespec tv[2]);
+	int (*statfs)(struct ufs *fs, const char *rel, struct statvfs *st);
+	int (*access)(struct ufs *fs, const char *rel, int mask);
+	/* Extended attributes (NULL: -ENOSYS, none). */
+	int (*setxattr)(struct ufs *fs, const char *rel, const char *name, const char *value,
+			size_t size, int flags);
+	int (*getxattr)(struct ufs *fs, const char *rel, const char *name, char *value,
+			size_t size);
+	int (*listxattr)(struct ufs *fs, const char *rel, char *list, size_t size);
+	int (*removexattr)(struct ufs *fs, const char *rel, const char *name);
+};
+
+extern const struct ufs_backend ufs_backend_dir;
+#ifdef UFS_HAVE_NFS
+extern const struct ufs_backend ufs_backend_nfs;
+#endif
+
+#endif /* UFUSE_BACKEND_H */

@@ -1,0 +1,499 @@
+/*
+ * unstable-fuse: the backing-directory backend. Every call is the *at()
+ * system call on the backing directory's descriptor; the engine's flush is
+ * a pwritev() of the run (UNSTABLE: in the backing filesystem's page cache),
+ * its commit an fdatasync() (see ufuse.h).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#define _GNU_SOURCE
+
+#include "backend.h"
+#include "ufuse.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+struct ufs_bfile {
+	int fd;
+	DIR *dir; /* directories */
+};
+
+static int neg(int rc)
+{
+	return rc < 0 ? -errno : rc;
+}
+
+static struct ufs_bfile *bfile_new(int fd)
+{
+	struct ufs_bfile *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->fd = fd;
+	return f;
+}
+
+static int dir_attach(struct ufs *fs, const char *target)
+{
+	fs->backing_fd = open(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fs->backing_fd < 0) {
+		int err = -errno;
+
+		fprintf(stderr, "unstable-fuse: %s: %s\n", target, strerror(errno));
+		return err;
+	}
+	return 0;
+}
+
+static int dir_start(struct ufs *fs)
+{
+	(void)fs;
+	return 0;
+}
+
+static void dir_detach(struct ufs *fs)
+{
+	if (fs->backing_fd >= 0)
+		close(fs->backing_fd);
+	fs->backing_fd = -1;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Writes every byte of iov[0..n) at off; 0 or a negative errno. */
+static int pwritev_all(int fd, struct iovec *iov, int n, off_t off)
+{
+	while (n > 0) {
+		ssize_t w = pwritev(fd, iov, n < IOV_MAX ? n : IOV_MAX, off);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		off += w;
+		while (n > 0 && (size_t)w >= iov->iov_len) {
+			w -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+/*
+ * flush: pwritev() of the run to the backing file, clipped to the logical
+ * size (a truncate may have cut the run). The data is then in the backing
+ * filesystem's page cache, not durable: acknowledged UNSTABLE with a
+ * sequence number taken after the write returned, so that a commit that
+ * read a later number covers it. EINTR, EAGAIN and ENOMEM are transient
+ * (the engine re-dirties and retries with backoff); any other error is
+ * permanent, as the kernel treats a failed page write: the buffers become
+ * clean and the error reaches the next fsync() or close() of the file.
+ */
+static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
+		     uint64_t length, enum us_reason reason)
+{
+	struct ufs *fs = ctx;
+	struct ufs_inode *ino = us_object_user(obj);
+	struct iovec stack_iov[64], *iov = stack_iov;
+	enum us_write_result res = US_WRITE_UNSTABLE;
+	uint64_t end, seq = 0;
+	int niov = 0, err = 0;
+	size_t i;
+
+	(void)length;
+	(void)reason;
+	if (n > 64 && !(iov = malloc(n * sizeof(*iov))))
+		return -ENOMEM;
+	pthread_rwlock_rdlock(&ino->data_lock);
+	end = ino->size;
+	for (i = 0; i < n; i++) {
+		uint64_t bo = us_buf_offset(bufs[i]);
+
+		if (bo >= end)
+			break;
+		iov[niov].iov_base = us_buf_data(bufs[i]);
+		iov[niov].iov_len = (size_t)min_u64(us_buf_length(bufs[i]), end - bo);
+		niov++;
+	}
+	if (niov)
+		err = pwritev_all(ino->file->fd, iov, niov, (off_t)offset);
+	pthread_rwlock_unlock(&ino->data_lock);
+	if (iov != stack_iov)
+		free(iov);
+
+	if (err == -EINTR || err == -EAGAIN || err == -ENOMEM)
+		res = US_WRITE_ERROR;
+	else if (err)
+		res = US_WRITE_LOST;
+	else if (!niov)
+		res = US_WRITE_STABLE; /* wholly past the end: nothing to keep */
+	else
+		seq = atomic_fetch_add(&fs->seq, 1) + 1;
+	for (i = 0; i < n; i++)
+		us_buf_write_done(bufs[i], res, seq, err);
+	return 0;
+}
+
+/* commit: fdatasync() of the backing file. Every write acknowledged with a
+ * number <= seq had returned before the fdatasync started. */
+static int dir_commit(void *ctx, us_object *obj, enum us_reason reason)
+{
+	struct ufs *fs = ctx;
+	struct ufs_inode *ino = us_object_user(obj);
+	uint64_t seq = atomic_load(&fs->seq);
+
+	(void)reason;
+	if (fdatasync(ino->file->fd) != 0) {
+		int err = -errno;
+
+		/*
+		 * Linux reports a writeback error once and may drop the pages:
+		 * a second fdatasync could succeed with the data gone. So the
+		 * cache rewrites everything not yet committed, from its own
+		 * copy, before any commit can count it durable.
+		 */
+		us_backend_commit_lost(us_object_backend(obj));
+		return err;
+	}
+	if (seq)
+		us_object_commit_done(obj, seq);
+	return 0;
+}
+
+static int dir_open(struct ufs *fs, const char *rel, int flags, mode_t mode, struct ufs_bfile **out)
+{
+	int fd = openat(fs->backing_fd, rel, flags | O_CLOEXEC, mode);
+
+	if (fd < 0)
+		return -errno;
+	if (!(*out = bfile_new(fd))) {
+		close(fd);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int dir_reopen_rw(struct ufs *fs, struct ufs_bfile *f, struct ufs_bfile **out)
+{
+	char proc[64];
+	int fd;
+
+	(void)fs;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->fd);
+	fd = open(proc, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (!(*out = bfile_new(fd))) {
+		close(fd);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void dir_close(struct ufs *fs, struct ufs_bfile *f)
+{
+	(void)fs;
+	if (f->dir)
+		closedir(f->dir);
+	else
+		close(f->fd);
+	free(f);
+}
+
+static int dir_fstat(struct ufs *fs, struct ufs_bfile *f, struct stat *st)
+{
+	(void)fs;
+	return neg(fstat(f->fd, st));
+}
+
+static ssize_t dir_pread(struct ufs *fs, struct ufs_bfile *f, void *buf, size_t n, uint64_t off)
+{
+	size_t got = 0;
+
+	(void)fs;
+	while (got < n) {
+		ssize_t r = pread(f->fd, (char *)buf + got, n - got, (off_t)(off + got));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return got ? (ssize_t)got : -errno;
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+static ssize_t dir_pwrite(struct ufs *fs, struct ufs_bfile *f, const void *buf, size_t n,
+			  uint64_t off)
+{
+	ssize_t w;
+
+	(void)fs;
+	w = pwrite(f->fd, buf, n, (off_t)off);
+	return w < 0 ? -errno : w;
+}
+
+static int dir_fsync(struct ufs *fs, struct ufs_bfile *f)
+{
+	(void)fs;
+	return neg(fsync(f->fd));
+}
+
+static int dir_ftruncate(struct ufs *fs, struct ufs_bfile *f, uint64_t size)
+{
+	(void)fs;
+	return neg(ftruncate(f->fd, (off_t)size));
+}
+
+static int dir_fchmod(struct ufs *fs, struct ufs_bfile *f, mode_t mode)
+{
+	(void)fs;
+	return neg(fchmod(f->fd, mode));
+}
+
+static int dir_fchown(struct ufs *fs, struct ufs_bfile *f, uid_t uid, gid_t gid)
+{
+	(void)fs;
+	return neg(fchown(f->fd, uid, gid));
+}
+
+static int dir_futimens(struct ufs *fs, struct ufs_bfile *f, const struct timespec tv[2])
+{
+	(void)fs;
+	return neg(futimens(f->fd, tv));
+}
+
+static int dir_opendir(struct ufs *fs, const char *rel, struct ufs_bfile **out)
+{
+	int fd = openat(fs->backing_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err;
+	struct ufs_bfile *f;
+
+	if (fd < 0)
+		return -errno;
+	if (!(f = bfile_new(fd))) {
+		close(fd);
+		return -ENOMEM;
+	}
+	if (!(f->dir = fdopendir(fd))) {
+		err = -errno;
+		close(fd);
+		free(f);
+		return err;
+	}
+	*out = f;
+	return 0;
+}
+
+static int dir_readdir(struct ufs *fs, struct ufs_bfile *d, uint64_t off, ufs_fill_fn fill,
+		       void *ctx)
+{
+	struct dirent *de;
+
+	(void)fs;
+	if (off == 0)
+		rewinddir(d->dir);
+	while ((errno = 0, de = readdir(d->dir))) {
+		struct stat st = { .st_ino = de->d_ino, .st_mode = DTTOIF(de->d_type) };
+
+		if (fill(ctx, de->d_name, &st))
+			break;
+	}
+	return errno ? -errno : 0;
+}
+
+static int dir_lstat(struct ufs *fs, const char *rel, struct stat *st)
+{
+	return neg(fstatat(fs->backing_fd, rel, st, AT_SYMLINK_NOFOLLOW));
+}
+
+static int dir_stat(struct ufs *fs, const char *rel, struct stat *st)
+{
+	return neg(fstatat(fs->backing_fd, rel, st, 0));
+}
+
+static int dir_truncate(struct ufs *fs, const char *rel, uint64_t size)
+{
+	int fd = openat(fs->backing_fd, rel, O_WRONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -errno;
+	rc = neg(ftruncate(fd, (off_t)size));
+	close(fd);
+	return rc;
+}
+
+static int dir_mkdir(struct ufs *fs, const char *rel, mode_t mode)
+{
+	return neg(mkdirat(fs->backing_fd, rel, mode));
+}
+
+static int dir_mknod(struct ufs *fs, const char *rel, mode_t mode, dev_t rdev)
+{
+	return neg(mknodat(fs->backing_fd, rel, mode, rdev));
+}
+
+static int dir_unlink(struct ufs *fs, const char *rel)
+{
+	return neg(unlinkat(fs->backing_fd, rel, 0));
+}
+
+static int dir_rmdir(struct ufs *fs, const char *rel)
+{
+	return neg(unlinkat(fs->backing_fd, rel, AT_REMOVEDIR));
+}
+
+static int dir_symlink(struct ufs *fs, const char *target, const char *rel)
+{
+	return neg(symlinkat(target, fs->backing_fd, rel));
+}
+
+static int dir_readlink(struct ufs *fs, const char *rel, char *buf, size_t size)
+{
+	ssize_t n = readlinkat(fs->backing_fd, rel, buf, size - 1);
+
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return 0;
+}
+
+static int dir_rename(struct ufs *fs, const char *from, const char *to, unsigned flags)
+{
+	return neg(renameat2(fs->backing_fd, from, fs->backing_fd, to, flags));
+}
+
+static int dir_link(struct ufs *fs, const char *from, const char *to)
+{
+	return neg(linkat(fs->backing_fd, from, fs->backing_fd, to, 0));
+}
+
+static int dir_chmod(struct ufs *fs, const char *rel, mode_t mode)
+{
+	return neg(fchmodat(fs->backing_fd, rel, mode, 0));
+}
+
+static int dir_chown(struct ufs *fs, const char *rel, uid_t uid, gid_t gid)
+{
+	return neg(fchownat(fs->backing_fd, rel, uid, gid, AT_SYMLINK_NOFOLLOW));
+}
+
+static int dir_utimens(struct ufs *fs, const char *rel, const struct timespec tv[2])
+{
+	return neg(utimensat(fs->backing_fd, rel, tv, AT_SYMLINK_NOFOLLOW));
+}
+
+static int dir_statfs(struct ufs *fs, const char *rel, struct statvfs *st)
+{
+	(void)rel;
+	return neg(fstatvfs(fs->backing_fd, st));
+}
+
+static int dir_access(struct ufs *fs, const char *rel, int mask)
+{
+	return neg(faccessat(fs->backing_fd, rel, mask, 0));
+}
+
+/* Extended attributes go through /proc/self/fd/N/PATH: the l*xattr calls
+ * have no *at form. */
+static void xpath(struct ufs *fs, char *out, size_t len, const char *rel)
+{
+	snprintf(out, len, "/proc/self/fd/%d/%s", fs->backing_fd, rel);
+}
+
+static int dir_setxattr(struct ufs *fs, const char *rel, const char *name, const char *value,
+			size_t size, int flags)
+{
+	char p[PATH_MAX + 64];
+
+	xpath(fs, p, sizeof(p), rel);
+	return neg(lsetxattr(p, name, value, size, flags));
+}
+
+static int dir_getxattr(struct ufs *fs, const char *rel, const char *name, char *value, size_t size)
+{
+	char p[PATH_MAX + 64];
+	ssize_t n;
+
+	xpath(fs, p, sizeof(p), rel);
+	n = lgetxattr(p, name, value, size);
+	return n < 0 ? -errno : (int)n;
+}
+
+static int dir_listxattr(struct ufs *fs, const char *rel, char *list, size_t size)
+{
+	char p[PATH_MAX + 64];
+	ssize_t n;
+
+	xpath(fs, p, sizeof(p), rel);
+	n = llistxattr(p, list, size);
+	return n < 0 ? -errno : (int)n;
+}
+
+static int dir_removexattr(struct ufs *fs, const char *rel, const char *name)
+{
+	char p[PATH_MAX + 64];
+
+	xpath(fs, p, sizeof(p), rel);
+	return neg(lremovexattr(p, name));
+}
+
+const struct ufs_backend ufs_backend_dir = {
+	.name = "dir",
+	.attach = dir_attach,
+	.start = dir_start,
+	.detach = dir_detach,
+	.flush = dir_flush,
+	.commit = dir_commit,
+	.open = dir_open,
+	.reopen_rw = dir_reopen_rw,
+	.close = dir_close,
+	.fstat = dir_fstat,
+	.pread = dir_pread,
+	.pwrite = dir_pwrite,
+	.fsync = dir_fsync,
+	.ftruncate = dir_ftruncate,
+	.fchmod = dir_fchmod,
+	.fchown = dir_fchown,
+	.futimens = dir_futimens,
+	.opendir = dir_opendir,
+	.readdir = dir_readdir,
+	.lstat = dir_lstat,
+	.stat = dir_stat,
+	.truncate = dir_truncate,
+	.mkdir = dir_mkdir,
+	.mknod = dir_mknod,
+	.unlink = dir_unlink,
+	.rmdir = dir_rmdir,
+	.symlink = dir_symlink,
+	.readlink = dir_readlink,
+	.rename = dir_rename,
+	.link = dir_link,
+	.chmod = dir_chmod,
+	.chown = dir_chown,
+	.utimens = dir_utimens,
+	.statfs = dir_statfs,
+	.access = dir_access,
+	.setxattr = dir_setxattr,
+	.getxattr = dir_getxattr,
+	.listxattr = dir_listxattr,
+	.removexattr = dir_removexattr,
+};

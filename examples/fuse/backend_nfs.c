@@ -1,0 +1,1511 @@
+/*
+ * unstable-fuse: the NFSv3 backend (libnfs). The mount target is a libnfs
+ * URL, nfs://SERVER/EXPORT[?nfsport=N&mountport=N&...].
+ *
+ * TWO CONTEXTS
+ *
+ *   ns    the namespace: libnfs's synchronous high-level calls (stat, open,
+ *         create, unlink, rename, readdir, setattr...), one at a time under
+ *         ns_lock (a libnfs context is not thread-safe). libnfs reconnects
+ *         it by itself.
+ *   data  the engine's data path: raw async WRITE3, COMMIT3 and READ3 on
+ *         the RPC context of a second mount, owned by one service thread
+ *         that polls its socket (rpc_which_events/rpc_service). Every call
+ *         on it is made under lock, by the service thread or by a thread
+ *         queueing a request (which then wakes the service thread through
+ *         a pipe). Its file handles are the raw NFS handles (nfs_get_fh()
+ *         of the namespace's open files), valid on any connection.
+ *
+ * THE DATA PATH
+ *
+ *   flush    the run is cut into WRITE3 RPCs, one per chunk (128 KiB;
+ *            NB_CHUNKS_PER_RPC), stable = UNSTABLE, encoded from the chunk
+ *            under the inode's data_lock (libnfs copies the data into the
+ *            RPC when the call is queued), clipped to the logical size. At most
+ *            --rpcs RPCs are in flight on the server: the flush waits for a
+ *            slot. A reply UNSTABLE completes its chunks US_WRITE_UNSTABLE
+ *            with a sequence number taken when the reply is handled; a
+ *            reply FILE_SYNC or DATA_SYNC completes them stable.
+ *   commit   COMMIT3 of the file, with the last sequence number handed out
+ *            and the backend's epoch sampled before it is sent: every write
+ *            numbered up to it had its reply, so the server had it.
+ *   verifier every WRITE3 and COMMIT3 reply carries the server's write
+ *            verifier. The first one is kept; a reply with another one
+ *            means the server restarted and forgot what it had not
+ *            committed: us_backend_commit_lost() (every unstable chunk is
+ *            dirty again and written again from the cache, and commits of
+ *            the old epoch are refused), the new verifier kept, counted.
+ *            A commit reply with the verifier the writes got reports
+ *            us_object_commit_done_epoch().
+ *   replies  are handled by the service thread, in order: the verifier is
+ *            compared in one place, and engine completions are made
+ *            without lock, after rpc_service() returns.
+ *   loss     a dead connection (rpc_service() fails, or the socket closes):
+ *            the data context is destroyed, which fails every RPC in
+ *            flight: writes complete US_WRITE_ERROR (the engine makes them
+ *            dirty again and retries with backoff), commits are kept and
+ *            sent again after the reconnect. The service thread mounts
+ *            again with backoff (50 ms doubling to 250 ms); meanwhile a
+ *            flush waits up to 1 s for it, then fails its writes (kept
+ *            dirty, retried by the engine, so writers throttle at
+ *            their dirty limit and the domain's max holds), a commit is
+ *            kept to be sent on reconnect, and reads wait (a hard mount).
+ *   read     uncached chunks: READ3 through the data context, waited for.
+ *   --no-cache  writes are WRITE3 FILE_SYNC, sent and waited for.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#define _GNU_SOURCE
+
+#include "backend.h"
+#include "ufuse.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nfsc/libnfs.h>
+#include <nfsc/libnfs-raw.h>
+#include <nfsc/libnfs-raw-nfs.h>
+
+/* What nfs_get_fh() returns: libnfs's struct nfs_fh (libnfs-private.h),
+ * which its public headers leave opaque. */
+struct lnfs_fh {
+	int len;
+	char *val;
+};
+
+#define NB_MAX_WSIZE ((uint64_t)1 << 20)
+#define NB_MAX_GROUP 64 /* chunks in one WRITE3 at most */
+/*
+ * Chunks per WRITE3. One: the RPC is encoded straight from the chunk (libnfs
+ * 4.0 copies the data into the RPC when it is queued), where several need a
+ * copy into one buffer first. dd of 512 MiB through a 60 MiB max, runs
+ * alternating: 241 and 306 MB/s with 128 KiB RPCs, 188 and 193 MB/s with
+ * 1 MiB ones.
+ */
+#define NB_CHUNKS_PER_RPC 1
+
+struct ufs_bfile {
+	char *path;	    /* absolute in the export, as opened */
+	struct nfsfh *nfh;  /* files: open on the namespace context */
+	struct nfsdir *dir; /* directories */
+	char fh[NFS3_FHSIZE];
+	unsigned fhlen;
+	unsigned inflight; /* data RPCs in flight or waiting to be resent; under nb->lock */
+};
+
+enum req_kind { REQ_WRITE, REQ_COMMIT, REQ_READ };
+
+struct req {
+	enum req_kind kind;
+	struct nb *nb;
+	struct ufs_bfile *file;
+	struct req *next;
+	/* engine writes and commits */
+	us_object *obj;
+	us_buf *bufs[NB_MAX_GROUP];
+	unsigned nbufs;
+	uint64_t seq, epoch; /* commit: what it covers, of which epoch */
+	/* waited-for requests (reads, --no-cache writes) */
+	bool waited, done;
+	/* the request */
+	uint64_t offset;
+	uint32_t count;
+	stable_how stable;
+	char *data; /* write: the bytes (freed once encoded); read: where to put them */
+	/* the result: 0, a negative errno, or -ENOTCONN (the connection went) */
+	int status;
+	stable_how committed;
+	char verf[NFS3_WRITEVERFSIZE];
+	uint32_t got; /* bytes written or read */
+	bool eof;
+};
+
+struct nb {
+	struct ufs *fs;
+	char *url;
+	char *server, *export;
+
+	pthread_mutex_t ns_lock;
+	struct nfs_context *ns;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* a slot, a reply, the connection back */
+	struct nfs_context *data;
+	struct rpc_context *rpc;
+	bool up, stop;
+	int wake[2];
+	unsigned inflight, cap;
+	uint64_t wsize, rsize;
+	struct req *done, **done_tail; /* engine completions to make, without lock */
+	struct req *retry;	       /* commits to send again after a reconnect */
+	pthread_t thread;
+	bool thread_started;
+
+	/* only the service thread */
+	char verf[NFS3_WRITEVERFSIZE];
+	bool have_verf;
+
+	/* statistics (atomic: the stats thread reads them) */
+	atomic_uint_fast64_t writes, write_bytes, stable_replies, commits, verf_changes, lost_bufs,
+		reconnects, write_errors, commit_errors, reads, outage_ms, outage_last_ms;
+	struct timespec down_since;
+};
+
+static struct nb *nb_of(struct ufs *fs)
+{
+	return fs->be_priv;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static uint64_t ms_since(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)(now.tv_sec - t->tv_sec) * 1000 +
+	       (uint64_t)((now.tv_nsec - t->tv_nsec) / 1000000);
+}
+
+/* "." or "a/b" to "/" or "/a/b". NULL on ENOMEM. */
+static char *abs_path(const char *rel)
+{
+	char *p;
+
+	if (strcmp(rel, ".") == 0)
+		return strdup("/");
+	if (asprintf(&p, "/%s", rel) < 0)
+		return NULL;
+	return p;
+}
+
+static void st_from(struct stat *st, const struct nfs_stat_64 *s)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_dev = (dev_t)s->nfs_dev;
+	st->st_ino = (ino_t)s->nfs_ino;
+	st->st_mode = (mode_t)s->nfs_mode;
+	st->st_nlink = (nlink_t)s->nfs_nlink;
+	st->st_uid = (uid_t)s->nfs_uid;
+	st->st_gid = (gid_t)s->nfs_gid;
+	st->st_rdev = (dev_t)s->nfs_rdev;
+	st->st_size = (off_t)s->nfs_size;
+	st->st_blksize = (blksize_t)s->nfs_blksize;
+	st->st_blocks = (blkcnt_t)s->nfs_blocks;
+	st->st_atim.tv_sec = (time_t)s->nfs_atime;
+	st->st_atim.tv_nsec = (long)s->nfs_atime_nsec;
+	st->st_mtim.tv_sec = (time_t)s->nfs_mtime;
+	st->st_mtim.tv_nsec = (long)s->nfs_mtime_nsec;
+	st->st_ctim.tv_sec = (time_t)s->nfs_ctime;
+	st->st_ctim.tv_nsec = (long)s->nfs_ctime_nsec;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Mounting                                                                  */
+
+/* Whether a numeric argument of the URL is not a number (libnfs reads
+ * "nfsport=abc" as 0: the portmapper); the reason in err. */
+static bool bad_args(const char *url, char *err, size_t errlen)
+{
+	static const char *const numeric[] = { "nfsport=", "mountport=", "version=",	  "uid=",
+					       "gid=",	   "readahead=", "autoreconnect=" };
+	const char *q = strchr(url, '?');
+
+	while (q && *q) {
+		q++;
+		for (size_t i = 0; i < sizeof(numeric) / sizeof(numeric[0]); i++) {
+			size_t n = strlen(numeric[i]);
+			const char *v = q + n;
+
+			if (strncmp(q, numeric[i], n) != 0)
+				continue;
+			if (*v == '-')
+				v++;
+			if (!(*v >= '0' && *v <= '9')) {
+				snprintf(err, errlen, "bad NFS URL '%s': %.*s is not a number", url,
+					 (int)strcspn(q, "&"), q);
+				return true;
+			}
+			while (*v >= '0' && *v <= '9')
+				v++;
+			if (*v && *v != '&') {
+				snprintf(err, errlen, "bad NFS URL '%s': %.*s is not a number", url,
+					 (int)strcspn(q, "&"), q);
+				return true;
+			}
+		}
+		q = strchr(q, '&');
+	}
+	return false;
+}
+
+/* A new context mounted on the URL; NULL with the reason in err. */
+static struct nfs_context *mount_ctx(const char *url, bool data, char *err, size_t errlen,
+				     char **server, char **export)
+{
+	struct nfs_context *nfs = nfs_init_context();
+	struct nfs_url *u;
+
+	if (!nfs) {
+		snprintf(err, errlen, "cannot create an NFS context");
+		return NULL;
+	}
+	if (bad_args(url, err, errlen)) {
+		nfs_destroy_context(nfs);
+		return NULL;
+	}
+	if (!(u = nfs_parse_url_dir(nfs, url))) {
+		snprintf(err, errlen, "bad NFS URL '%s': %s", url, nfs_get_error(nfs));
+		nfs_destroy_context(nfs);
+		return NULL;
+	}
+	if (!u->server || !*u->server || !u->path || !*u->path) {
+		snprintf(err, errlen, "bad NFS URL '%s': no server or no export", url);
+		goto fail;
+	}
+	/* The ports are the URL's; NFSv3 only. */
+	nfs_set_version(nfs, NFS_V3);
+	nfs_set_timeout(nfs, 10000);
+	/* The data context is reconnected by the service thread, with
+	 * backoff; libnfs's own reconnect would retry at once, for ever, and
+	 * resend by itself. */
+	if (data)
+		nfs_set_autoreconnect(nfs, 0);
+	if (nfs_mount(nfs, u->server, u->path) != 0) {
+		const char *e = nfs_get_error(nfs) ? nfs_get_error(nfs) : "?";
+		const char *why = "cannot mount";
+
+		if (strstr(e, "NOENT") || strstr(e, "not exported") || strstr(e, "ACCES"))
+			why = "no such export (or not exported to us)";
+		else if (strstr(e, "nfs_service failed") || strstr(e, "connect") ||
+			 strstr(e, "not available") || strstr(e, "timed out") ||
+			 strstr(e, "Connection"))
+			why = "the NFS server does not answer";
+		snprintf(err, errlen, "%s:%s: %s (%s)", u->server, u->path, why, e);
+		goto fail;
+	}
+	if (server && !*server)
+		*server = strdup(u->server);
+	if (export && !*export)
+		*export = strdup(u->path);
+	nfs_destroy_url(u);
+	return nfs;
+fail:
+	nfs_destroy_url(u);
+	nfs_destroy_context(nfs);
+	return NULL;
+}
+
+static int nfs_attach(struct ufs *fs, const char *target)
+{
+	struct nb *nb = calloc(1, sizeof(*nb));
+	char err[1024];
+
+	if (!nb || !(nb->url = strdup(target))) {
+		free(nb);
+		fprintf(stderr, "unstable-fuse: out of memory\n");
+		return -ENOMEM;
+	}
+	nb->fs = fs;
+	nb->wake[0] = nb->wake[1] = -1;
+	pthread_mutex_init(&nb->ns_lock, NULL);
+	pthread_mutex_init(&nb->lock, NULL);
+	pthread_cond_init(&nb->cond, NULL);
+	nb->done_tail = &nb->done;
+	nb->cap = fs->opt.rpcs ? fs->opt.rpcs : 16;
+	fs->be_priv = nb;
+	if (!(nb->ns = mount_ctx(target, false, err, sizeof(err), &nb->server, &nb->export)) ||
+	    !(nb->data = mount_ctx(target, true, err, sizeof(err), NULL, NULL))) {
+		fprintf(stderr, "unstable-fuse: %s\n", err);
+		goto fail;
+	}
+	nb->rpc = nfs_get_rpc_context(nb->data);
+	nb->wsize = min_u64(nfs_get_writemax(nb->data), NB_MAX_WSIZE);
+	nb->rsize = min_u64(nfs_get_readmax(nb->data), NB_MAX_WSIZE);
+	if (nb->wsize < UFS_CHUNK_BYTES || nb->rsize < 4096) {
+		fprintf(stderr, "unstable-fuse: %s: the server's write size %llu is under %llu\n",
+			target, (unsigned long long)nb->wsize, (unsigned long long)UFS_CHUNK_BYTES);
+		goto fail;
+	}
+	nb->wsize -= nb->wsize % UFS_CHUNK_BYTES;
+	if (pipe2(nb->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+		fprintf(stderr, "unstable-fuse: pipe: %s\n", strerror(errno));
+		goto fail;
+	}
+	nb->up = true;
+	return 0;
+fail:
+	if (nb->ns)
+		nfs_destroy_context(nb->ns);
+	if (nb->data)
+		nfs_destroy_context(nb->data);
+	free(nb->server);
+	free(nb->export);
+	free(nb->url);
+	free(nb);
+	fs->be_priv = NULL;
+	return -EHOSTUNREACH;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The service thread                                                        */
+
+static void poke(struct nb *nb)
+{
+	char c = 1;
+
+	if (write(nb->wake[1], &c, 1) < 0) {
+		/* full: the thread is awake anyway */
+	}
+}
+
+/* Under lock: a request is over (its RPC answered or failed). */
+static void req_finish(struct nb *nb, struct req *r)
+{
+	if (r->waited) {
+		r->done = true;
+	} else {
+		r->next = NULL;
+		*nb->done_tail = r;
+		nb->done_tail = &r->next;
+	}
+	pthread_cond_broadcast(&nb->cond);
+}
+
+/* Under lock: one fewer RPC in flight. */
+static void rpc_gone(struct nb *nb, struct req *r)
+{
+	nb->inflight--;
+	r->file->inflight--;
+}
+
+static int reply_status(int status, int nfsstat)
+{
+	if (status != RPC_STATUS_SUCCESS)
+		return -ENOTCONN;
+	if (nfsstat == NFS3ERR_JUKEBOX)
+		return -EAGAIN;
+	return nfsstat == NFS3_OK ? 0 : nfsstat3_to_errno(nfsstat);
+}
+
+/* The callbacks run on the service thread, inside rpc_service() (or the
+ * context's destruction), under lock: they record the reply and finish the
+ * request. */
+static void write_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct req *r = priv;
+	WRITE3res *res = data;
+
+	(void)rpc;
+	rpc_gone(r->nb, r);
+	r->status = reply_status(status, status == RPC_STATUS_SUCCESS ? (int)res->status : 0);
+	if (r->status == 0) {
+		r->committed = res->WRITE3res_u.resok.committed;
+		r->got = res->WRITE3res_u.resok.count;
+		memcpy(r->verf, res->WRITE3res_u.resok.verf, sizeof(r->verf));
+		if (r->got < r->count)
+			r->status = -EAGAIN; /* a short write: all of it again */
+	}
+	req_finish(r->nb, r);
+}
+
+static void commit_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct req *r = priv;
+	struct nb *nb = r->nb;
+	COMMIT3res *res = data;
+
+	(void)rpc;
+	r->status = reply_status(status, status == RPC_STATUS_SUCCESS ? (int)res->status : 0);
+	if (r->status == -ENOTCONN && !nb->stop && !r->waited) {
+		/* Sent again once reconnected: still counted in flight. */
+		r->next = nb->retry;
+		nb->retry = r;
+		return;
+	}
+	rpc_gone(nb, r);
+	if (r->status == 0)
+		memcpy(r->verf, res->COMMIT3res_u.resok.verf, sizeof(r->verf));
+	req_finish(nb, r);
+}
+
+static void read_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct req *r = priv;
+	READ3res *res = data;
+
+	(void)rpc;
+	rpc_gone(r->nb, r);
+	r->status = reply_status(status, status == RPC_STATUS_SUCCESS ? (int)res->status : 0);
+	if (r->status == 0) {
+		READ3resok *ok = &res->READ3res_u.resok;
+
+		r->got = (uint32_t)min_u64(ok->data.data_len, r->count);
+		memcpy(r->data, ok->data.data_val, r->got);
+		r->eof = ok->eof;
+	}
+	req_finish(r->nb, r);
+}
+
+/* Under lock, connected: queues the RPC of r. 0, or a negative errno. */
+static int req_send(struct nb *nb, struct req *r)
+{
+	struct nfs_fh3 fh = { .data = { .data_len = r->file->fhlen, .data_val = r->file->fh } };
+	int rc;
+
+	if (r->kind == REQ_WRITE) {
+		WRITE3args a = {
+			.file = fh, .offset = r->offset, .count = r->count, .stable = r->stable
+		};
+
+		a.data.data_len = r->count;
+		a.data.data_val = r->data;
+		rc = rpc_nfs3_write_async(nb->rpc, write_cb, &a, r);
+	} else if (r->kind == REQ_COMMIT) {
+		COMMIT3args a = { .file = fh, .offset = 0, .count = 0 };
+
+		rc = rpc_nfs3_commit_async(nb->rpc, commit_cb, &a, r);
+	} else {
+		READ3args a = { .file = fh, .offset = r->offset, .count = r->count };
+
+		rc = rpc_nfs3_read_async(nb->rpc, read_cb, &a, r);
+	}
+	return rc ? -EIO : 0;
+}
+
+/*
+ * Sends r: waits for a slot under the cap (writes only) and, when wait_up,
+ * for the connection. An engine commit while the connection is down is kept
+ * and sent once it is back. 0 once queued (its callback will finish it),
+ * or -ENOTCONN (down and not waiting), -ESHUTDOWN, -EIO.
+ */
+static int req_submit(struct nb *nb, struct req *r, bool wait_up)
+{
+	struct timespec until;
+	int rc;
+
+	/* An engine write waits a little for a connection being made again:
+	 * it goes out as soon as it is back, rather than after the engine's
+	 * retry backoff. */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	r->nb = nb;
+	pthread_mutex_lock(&nb->lock);
+	for (;;) {
+		if (nb->stop) {
+			rc = -ESHUTDOWN;
+			goto out;
+		}
+		if (!nb->up && r->kind == REQ_COMMIT && !r->waited) {
+			r->next = nb->retry;
+			nb->retry = r;
+			nb->inflight++;
+			r->file->inflight++;
+			pthread_mutex_unlock(&nb->lock);
+			return 0;
+		}
+		if (nb->up && (r->kind != REQ_WRITE || nb->inflight < nb->cap))
+			break;
+		if (!nb->up && !wait_up) {
+			if (pthread_cond_timedwait(&nb->cond, &nb->lock, &until) == ETIMEDOUT &&
+			    !nb->up) {
+				rc = -ENOTCONN;
+				goto out;
+			}
+			continue;
+		}
+		pthread_cond_wait(&nb->cond, &nb->lock);
+	}
+	if ((rc = req_send(nb, r)) == 0) {
+		nb->inflight++;
+		r->file->inflight++;
+	}
+out:
+	pthread_mutex_unlock(&nb->lock);
+	if (rc == 0)
+		poke(nb);
+	return rc;
+}
+
+/* Sends r and waits for its reply, again after a lost connection (a hard
+ * mount). Its status. */
+static int req_wait(struct nb *nb, struct req *r)
+{
+	int rc;
+
+	r->waited = true;
+	for (;;) {
+		r->done = false;
+		if ((rc = req_submit(nb, r, true)))
+			return rc;
+		pthread_mutex_lock(&nb->lock);
+		while (!r->done)
+			pthread_cond_wait(&nb->cond, &nb->lock);
+		pthread_mutex_unlock(&nb->lock);
+		if (r->status != -ENOTCONN && r->status != -EAGAIN)
+			return r->status;
+	}
+}
+
+/* Service thread, no lock: the server restarted (a new verifier). */
+static void verifier_changed(struct nb *nb, const char *verf)
+{
+	int n;
+
+	memcpy(nb->verf, verf, sizeof(nb->verf));
+	atomic_fetch_add(&nb->verf_changes, 1);
+	n = us_backend_commit_lost(nb->fs->backend);
+	if (n > 0)
+		atomic_fetch_add(&nb->lost_bufs, (uint64_t)n);
+	fprintf(stderr,
+		"unstable-fuse: %s: the server's write verifier changed (it restarted): "
+		"%d unstable chunks are written again\n",
+		nb->url, n);
+}
+
+/* Service thread, no lock: the engine completions of a finished request. */
+static void req_complete(struct nb *nb, struct req *r)
+{
+	unsigned i;
+
+	if (r->kind == REQ_WRITE) {
+		enum us_write_result res = US_WRITE_UNSTABLE;
+		uint64_t seq = 0;
+
+		if (r->status == -ENOTCONN || r->status == -EAGAIN || r->status == -ENOMEM ||
+		    r->status == -EIO) {
+			res = US_WRITE_ERROR;
+			atomic_fetch_add(&nb->write_errors, 1);
+		} else if (r->status) {
+			res = US_WRITE_LOST;
+			atomic_fetch_add(&nb->write_errors, 1);
+		} else if (r->committed != UNSTABLE) {
+			res = US_WRITE_STABLE;
+			atomic_fetch_add(&nb->stable_replies, 1);
+		} else {
+			if (!nb->have_verf) {
+				memcpy(nb->verf, r->verf, sizeof(nb->verf));
+				nb->have_verf = true;
+			} else if (memcmp(nb->verf, r->verf, sizeof(nb->verf)) != 0) {
+				verifier_changed(nb, r->verf);
+			}
+			seq = atomic_fetch_add(&nb->fs->seq, 1) + 1;
+		}
+		for (i = 0; i < r->nbufs; i++)
+			us_buf_write_done(r->bufs[i], res, seq, r->status);
+	} else if (r->kind == REQ_COMMIT) {
+		if (r->status) {
+			atomic_fetch_add(&nb->commit_errors, 1);
+			fprintf(stderr, "unstable-fuse: %s: COMMIT: %s\n", nb->url,
+				strerror(-r->status));
+		} else if (nb->have_verf && memcmp(nb->verf, r->verf, sizeof(nb->verf)) != 0) {
+			verifier_changed(nb, r->verf);
+		} else {
+			if (!nb->have_verf) {
+				memcpy(nb->verf, r->verf, sizeof(nb->verf));
+				nb->have_verf = true;
+			}
+			/* -ESTALE: a verifier change since it was sent. */
+			us_object_commit_done_epoch(r->obj, r->epoch, r->seq);
+		}
+	}
+	free(r);
+}
+
+/* Under lock, connected: sends the commits kept to be sent again (their
+ * connection went, or their RPC timed out). */
+static void resend(struct nb *nb)
+{
+	struct req *r = nb->retry, *next;
+
+	nb->retry = NULL;
+	for (; r; r = next) {
+		next = r->next;
+		if (req_send(nb, r) != 0) {
+			r->status = -EIO;
+			rpc_gone(nb, r);
+			req_finish(nb, r);
+		}
+	}
+}
+
+/* Service thread: a new data connection, with backoff. */
+static void reconnect(struct nb *nb)
+{
+	unsigned backoff_ms = 50;
+	char err[1024];
+
+	while (!nb->stop) {
+		struct nfs_context *c = mount_ctx(nb->url, true, err, sizeof(err), NULL, NULL);
+
+		if (c) {
+			uint64_t ms = ms_since(&nb->down_since);
+
+			pthread_mutex_lock(&nb->lock);
+			nb->data = c;
+			nb->rpc = nfs_get_rpc_context(c);
+			nb->up = true;
+			/* The commits the connection took with it. */
+			resend(nb);
+			pthread_cond_broadcast(&nb->cond);
+			pthread_mutex_unlock(&nb->lock);
+			atomic_fetch_add(&nb->reconnects, 1);
+			atomic_fetch_add(&nb->outage_ms, ms);
+			atomic_store(&nb->outage_last_ms, ms);
+			fprintf(stderr, "unstable-fuse: %s: reconnected after %llu ms\n", nb->url,
+				(unsigned long long)ms);
+			return;
+		}
+		poll(NULL, 0, (int)backoff_ms);
+		backoff_ms = backoff_ms * 2 > 250 ? 250 : backoff_ms * 2;
+	}
+}
+
+/* Under lock: the data connection is dead. Every RPC on it fails (its
+ * callback runs now). */
+static void go_down(struct nb *nb)
+{
+	struct nfs_context *c = nb->data;
+
+	fprintf(stderr, "unstable-fuse: %s: connection lost: %s\n", nb->url,
+		rpc_get_error(nb->rpc) ? rpc_get_error(nb->rpc) : "?");
+	nb->up = false;
+	nb->data = NULL;
+	nb->rpc = NULL;
+	clock_gettime(CLOCK_MONOTONIC, &nb->down_since);
+	nfs_destroy_context(c);
+	pthread_cond_broadcast(&nb->cond);
+}
+
+static void *service_main(void *arg)
+{
+	struct nb *nb = arg;
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = -1 }, { .fd = nb->wake[0], .events = POLLIN } };
+		struct req *done, *next;
+		bool down;
+		char sink[256];
+
+		pthread_mutex_lock(&nb->lock);
+		if (nb->stop && (!nb->up || nb->inflight == 0)) {
+			pthread_mutex_unlock(&nb->lock);
+			break;
+		}
+		down = !nb->up;
+		if (!down) {
+			p[0].fd = rpc_get_fd(nb->rpc);
+			p[0].events = (short)rpc_which_events(nb->rpc);
+		}
+		pthread_mutex_unlock(&nb->lock);
+		if (down) {
+			reconnect(nb);
+			continue;
+		}
+		poll(p, 2, 100);
+		if (p[1].revents)
+			while (read(nb->wake[0], sink, sizeof(sink)) > 0)
+				;
+		pthread_mutex_lock(&nb->lock);
+		/* With 0 too: libnfs times RPCs out there. */
+		if (rpc_service(nb->rpc, p[0].revents) < 0 || rpc_get_fd(nb->rpc) < 0)
+			go_down(nb);
+		else if (nb->retry)
+			resend(nb); /* commits that timed out */
+		done = nb->done;
+		nb->done = NULL;
+		nb->done_tail = &nb->done;
+		pthread_mutex_unlock(&nb->lock);
+		for (; done; done = next) {
+			next = done->next;
+			req_complete(nb, done);
+		}
+	}
+	return NULL;
+}
+
+static int nfs_start(struct ufs *fs)
+{
+	struct nb *nb = nb_of(fs);
+	int rc;
+
+	/* The engine keeps no more in writeback than the RPCs can carry. */
+	us_backend_set_max_inflight(fs->backend, nb->cap * NB_CHUNKS_PER_RPC * UFS_CHUNK_BYTES);
+	if ((rc = pthread_create(&nb->thread, NULL, service_main, nb)))
+		return -rc;
+	nb->thread_started = true;
+	return 0;
+}
+
+static void nfs_detach(struct ufs *fs)
+{
+	struct nb *nb = nb_of(fs);
+
+	if (!nb)
+		return;
+	pthread_mutex_lock(&nb->lock);
+	nb->stop = true;
+	pthread_cond_broadcast(&nb->cond);
+	pthread_mutex_unlock(&nb->lock);
+	if (nb->thread_started) {
+		poke(nb);
+		pthread_join(nb->thread, NULL);
+	}
+	if (nb->data)
+		nfs_destroy_context(nb->data);
+	while (nb->done) {
+		struct req *r = nb->done;
+
+		nb->done = r->next;
+		free(r);
+	}
+	while (nb->retry) {
+		struct req *r = nb->retry;
+
+		nb->retry = r->next;
+		free(r);
+	}
+	if (nb->ns) {
+		nfs_umount(nb->ns);
+		nfs_destroy_context(nb->ns);
+	}
+	close(nb->wake[0]);
+	close(nb->wake[1]);
+	free(nb->server);
+	free(nb->export);
+	free(nb->url);
+	free(nb);
+	fs->be_priv = NULL;
+}
+
+static void nfs_stats(struct ufs *fs, FILE *f)
+{
+	struct nb *nb = nb_of(fs);
+	bool up;
+
+	pthread_mutex_lock(&nb->lock);
+	up = nb->up;
+	pthread_mutex_unlock(&nb->lock);
+	fprintf(f,
+		"backend nfs\n"
+		"nfs_url %s\n"
+		"nfs_connected %d\n"
+		"nfs_rpcs_max %u\n"
+		"nfs_wsize %llu\n"
+		"nfs_writes %llu\n"
+		"nfs_write_bytes %llu\n"
+		"nfs_stable_replies %llu\n"
+		"nfs_write_errors %llu\n"
+		"nfs_commits %llu\n"
+		"nfs_commit_errors %llu\n"
+		"nfs_verifier_changes %llu\n"
+		"nfs_resent_bytes %llu\n"
+		"nfs_reconnects %llu\n"
+		"nfs_outage_ms %llu\n"
+		"nfs_last_outage_ms %llu\n"
+		"nfs_reads %llu\n\n",
+		nb->url, up, nb->cap, (unsigned long long)nb->wsize,
+		(unsigned long long)atomic_load(&nb->writes),
+		(unsigned long long)atomic_load(&nb->write_bytes),
+		(unsigned long long)atomic_load(&nb->stable_replies),
+		(unsigned long long)atomic_load(&nb->write_errors),
+		(unsigned long long)atomic_load(&nb->commits),
+		(unsigned long long)atomic_load(&nb->commit_errors),
+		(unsigned long long)atomic_load(&nb->verf_changes),
+		(unsigned long long)(atomic_load(&nb->lost_bufs) * UFS_CHUNK_BYTES),
+		(unsigned long long)atomic_load(&nb->reconnects),
+		(unsigned long long)atomic_load(&nb->outage_ms),
+		(unsigned long long)atomic_load(&nb->outage_last_ms),
+		(unsigned long long)atomic_load(&nb->reads));
+}
+
+/* ------------------------------------------------------------------------ */
+/* The engine's callbacks                                                    */
+
+/* Completes bufs[0..n) now with a transient error (kept dirty). */
+static void fail_bufs(us_buf *const *bufs, size_t n, int err)
+{
+	for (size_t i = 0; i < n; i++)
+		us_buf_write_done(bufs[i], US_WRITE_ERROR, 0, err);
+}
+
+static int nfs_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
+		     uint64_t length, enum us_reason reason)
+{
+	struct ufs *fs = ctx;
+	struct nb *nb = nb_of(fs);
+	struct ufs_inode *ino = us_object_user(obj);
+	size_t i = 0, per = NB_CHUNKS_PER_RPC;
+
+	(void)offset;
+	(void)length;
+	(void)reason;
+	if (per > NB_MAX_GROUP)
+		per = NB_MAX_GROUP;
+	if (per > nb->wsize / UFS_CHUNK_BYTES)
+		per = (size_t)(nb->wsize / UFS_CHUNK_BYTES);
+	pthread_rwlock_rdlock(&ino->data_lock);
+	while (i < n) {
+		uint64_t end = ino->size, start = us_buf_offset(bufs[i]), bytes = 0;
+		size_t k, take = n - i < per ? n - i : per;
+		struct req *r;
+		int rc;
+
+		if (start >= end) {
+			/* Wholly past the end (a truncate cut it): nothing to keep. */
+			for (; i < n; i++)
+				us_buf_write_done(bufs[i], US_WRITE_STABLE, 0, 0);
+			break;
+		}
+		for (k = 0; k < take && us_buf_offset(bufs[i + k]) < end; k++)
+			bytes += min_u64(us_buf_length(bufs[i + k]),
+					 end - us_buf_offset(bufs[i + k]));
+		if (!(r = calloc(1, sizeof(*r))) || (k > 1 && !(r->data = malloc(bytes)))) {
+			free(r);
+			fail_bufs(bufs + i, n - i, -ENOMEM);
+			break;
+		}
+		r->kind = REQ_WRITE;
+		r->file = ino->file;
+		r->obj = obj;
+		r->offset = start;
+		r->count = (uint32_t)bytes;
+		r->stable = UNSTABLE;
+		r->nbufs = (unsigned)k;
+		for (uint64_t done = 0, j = 0; j < k; j++) {
+			uint64_t len = min_u64(us_buf_length(bufs[i + j]), bytes - done);
+
+			r->bufs[j] = bufs[i + j];
+			if (k > 1)
+				memcpy(r->data + done, us_buf_data(bufs[i + j]), len);
+			done += len;
+		}
+		/* One chunk is encoded from the chunk itself (libnfs copies the
+		 * data into the RPC when it is queued, under data_lock). */
+		if (k == 1)
+			r->data = us_buf_data(bufs[i]);
+		rc = req_submit(nb, r, false);
+		if (k > 1)
+			free(r->data); /* encoded into the RPC, or not sent */
+		r->data = NULL;
+		if (rc) {
+			free(r);
+			fail_bufs(bufs + i, n - i, rc == -ESHUTDOWN ? -EAGAIN : rc);
+			break;
+		}
+		atomic_fetch_add(&nb->writes, 1);
+		atomic_fetch_add(&nb->write_bytes, bytes);
+		i += k;
+	}
+	pthread_rwlock_unlock(&ino->data_lock);
+	return 0;
+}
+
+static int nfs_commit(void *ctx, us_object *obj, enum us_reason reason)
+{
+	struct ufs *fs = ctx;
+	struct nb *nb = nb_of(fs);
+	struct ufs_inode *ino = us_object_user(obj);
+	struct req *r = calloc(1, sizeof(*r));
+	int rc;
+
+	(void)reason;
+	if (!r)
+		return -ENOMEM;
+	r->kind = REQ_COMMIT;
+	r->file = ino->file;
+	r->obj = obj;
+	/* Before sending: every write numbered up to seq had its reply. */
+	r->epoch = us_backend_epoch(fs->backend);
+	r->seq = atomic_load(&fs->seq);
+	if (r->seq == 0) {
+		free(r);
+		return 0;
+	}
+	if ((rc = req_submit(nb, r, false))) {
+		free(r);
+		return rc;
+	}
+	atomic_fetch_add(&nb->commits, 1);
+	return 0;
+}
+
+static void nfs_drain(struct ufs *fs, struct ufs_bfile *f)
+{
+	struct nb *nb = nb_of(fs);
+
+	pthread_mutex_lock(&nb->lock);
+	while (f->inflight && !(nb->stop && !nb->thread_started))
+		pthread_cond_wait(&nb->cond, &nb->lock);
+	pthread_mutex_unlock(&nb->lock);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Files                                                                     */
+
+#define NS_BEGIN(fs)               \
+	struct nb *nb = nb_of(fs); \
+	int rc;                    \
+	pthread_mutex_lock(&nb->ns_lock)
+#define NS_END()                            \
+	pthread_mutex_unlock(&nb->ns_lock); \
+	return rc < 0 ? rc : 0
+
+static struct ufs_bfile *bfile_new(const char *rel)
+{
+	struct ufs_bfile *f = calloc(1, sizeof(*f));
+
+	if (f && !(f->path = abs_path(rel))) {
+		free(f);
+		f = NULL;
+	}
+	return f;
+}
+
+static void bfile_fh(struct ufs_bfile *f)
+{
+	struct lnfs_fh *fh = (struct lnfs_fh *)nfs_get_fh(f->nfh);
+
+	f->fhlen = fh->len > 0 && fh->len <= NFS3_FHSIZE ? (unsigned)fh->len : 0;
+	memcpy(f->fh, fh->val, f->fhlen);
+}
+
+static int open_path(struct nb *nb, struct ufs_bfile *f, int flags, mode_t mode)
+{
+	int rc;
+
+	pthread_mutex_lock(&nb->ns_lock);
+	if (flags & O_CREAT)
+		rc = nfs_create(nb->ns, f->path, flags & (O_ACCMODE | O_EXCL | O_CREAT),
+				(int)(mode & 07777), &f->nfh);
+	else
+		rc = nfs_open(nb->ns, f->path, flags & O_ACCMODE, &f->nfh);
+	pthread_mutex_unlock(&nb->ns_lock);
+	if (rc == 0)
+		bfile_fh(f);
+	return rc < 0 ? rc : 0;
+}
+
+static int nfs_open_file(struct ufs *fs, const char *rel, int flags, mode_t mode,
+			 struct ufs_bfile **out)
+{
+	struct ufs_bfile *f = bfile_new(rel);
+	int rc;
+
+	if (!f)
+		return -ENOMEM;
+	if ((rc = open_path(nb_of(fs), f, flags, mode))) {
+		free(f->path);
+		free(f);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
+static int nfs_reopen_rw(struct ufs *fs, struct ufs_bfile *f, struct ufs_bfile **out)
+{
+	struct ufs_bfile *g;
+
+	if (!f->nfh)
+		return -EISDIR;
+	if (!(g = calloc(1, sizeof(*g))) || !(g->path = strdup(f->path))) {
+		free(g);
+		return -ENOMEM;
+	}
+	if (open_path(nb_of(fs), g, O_RDWR, 0) != 0 || g->fhlen != f->fhlen ||
+	    memcmp(g->fh, f->fh, f->fhlen) != 0) {
+		/* Renamed since: the same handle is all the data path needs;
+		 * the namespace calls then use the old name. */
+		if (g->nfh) {
+			pthread_mutex_lock(&nb_of(fs)->ns_lock);
+			nfs_close(nb_of(fs)->ns, g->nfh);
+			pthread_mutex_unlock(&nb_of(fs)->ns_lock);
+			g->nfh = NULL;
+		}
+		free(g->path);
+		free(g);
+		return -ESTALE;
+	}
+	*out = g;
+	return 0;
+}
+
+static void nfs_close_file(struct ufs *fs, struct ufs_bfile *f)
+{
+	struct nb *nb = nb_of(fs);
+
+	nfs_drain(fs, f);
+	pthread_mutex_lock(&nb->ns_lock);
+	if (f->nfh)
+		nfs_close(nb->ns, f->nfh);
+	if (f->dir)
+		nfs_closedir(nb->ns, f->dir);
+	pthread_mutex_unlock(&nb->ns_lock);
+	free(f->path);
+	free(f);
+}
+
+static int nfs_fstat_file(struct ufs *fs, struct ufs_bfile *f, struct stat *st)
+{
+	struct nfs_stat_64 s;
+	NS_BEGIN(fs);
+	if (f->nfh)
+		rc = nfs_fstat64(nb->ns, f->nfh, &s);
+	else
+		rc = nfs_stat64(nb->ns, f->path, &s);
+	if (rc == 0)
+		st_from(st, &s);
+	NS_END();
+}
+
+static ssize_t nfs_pread_file(struct ufs *fs, struct ufs_bfile *f, void *buf, size_t n,
+			      uint64_t off)
+{
+	struct nb *nb = nb_of(fs);
+	size_t got = 0;
+
+	while (got < n) {
+		struct req r = { .kind = REQ_READ,
+				 .file = f,
+				 .offset = off + got,
+				 .count = (uint32_t)min_u64(n - got, nb->rsize),
+				 .data = (char *)buf + got };
+		int rc = req_wait(nb, &r);
+
+		if (rc)
+			return got ? (ssize_t)got : rc;
+		atomic_fetch_add(&nb->reads, 1);
+		got += r.got;
+		if (r.eof || r.got == 0)
+			break;
+	}
+	return (ssize_t)got;
+}
+
+/* Uncached (--no-cache): WRITE3 FILE_SYNC, waited for. */
+static ssize_t nfs_pwrite_file(struct ufs *fs, struct ufs_bfile *f, const void *buf, size_t n,
+			       uint64_t off)
+{
+	struct nb *nb = nb_of(fs);
+	size_t done = 0;
+
+	while (done < n) {
+		struct req r = { .kind = REQ_WRITE,
+				 .file = f,
+				 .offset = off + done,
+				 .count = (uint32_t)min_u64(n - done, nb->wsize),
+				 .stable = FILE_SYNC,
+				 .data = (char *)buf + done };
+		int rc = req_wait(nb, &r);
+
+		if (rc)
+			return done ? (ssize_t)done : rc;
+		atomic_fetch_add(&nb->writes, 1);
+		atomic_fetch_add(&nb->write_bytes, r.count);
+		if (r.committed != UNSTABLE)
+			atomic_fetch_add(&nb->stable_replies, 1);
+		done += r.count;
+	}
+	return (ssize_t)done;
+}
+
+static int nfs_fsync_file(struct ufs *fs, struct ufs_bfile *f)
+{
+	struct req r = { .kind = REQ_COMMIT, .file = f };
+
+	return req_wait(nb_of(fs), &r);
+}
+
+static int nfs_ftruncate_file(struct ufs *fs, struct ufs_bfile *f, uint64_t size)
+{
+	/* A WRITE3 still in flight could land after the SETATTR. */
+	nfs_drain(fs, f);
+	NS_BEGIN(fs);
+	if (f->nfh)
+		rc = nfs_ftruncate(nb->ns, f->nfh, size);
+	else
+		rc = nfs_truncate(nb->ns, f->path, size);
+	NS_END();
+}
+
+static int nfs_fchmod_file(struct ufs *fs, struct ufs_bfile *f, mode_t mode)
+{
+	NS_BEGIN(fs);
+	if (f->nfh)
+		rc = nfs_fchmod(nb->ns, f->nfh, (int)(mode & 07777));
+	else
+		rc = nfs_chmod(nb->ns, f->path, (int)(mode & 07777));
+	NS_END();
+}
+
+static int nfs_fchown_file(struct ufs *fs, struct ufs_bfile *f, uid_t uid, gid_t gid)
+{
+	NS_BEGIN(fs);
+	if (f->nfh)
+		rc = nfs_fchown(nb->ns, f->nfh, (int)uid, (int)gid);
+	else
+		rc = nfs_lchown(nb->ns, f->path, (int)uid, (int)gid);
+	NS_END();
+}
+
+/* utimensat() by path (libnfs has no futimes): microseconds; UTIME_NOW
+ * and UTIME_OMIT resolved here. */
+static int utimes_path(struct nb *nb, const char *path, const struct timespec tv[2])
+{
+	struct timeval t[2];
+	struct nfs_stat_64 s;
+	int i, rc = 0;
+
+	if (tv[0].tv_nsec == UTIME_OMIT || tv[1].tv_nsec == UTIME_OMIT)
+		rc = nfs_lstat64(nb->ns, path, &s);
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < 2; i++) {
+		if (tv[i].tv_nsec == UTIME_NOW) {
+			gettimeofday(&t[i], NULL);
+		} else if (tv[i].tv_nsec == UTIME_OMIT) {
+			t[i].tv_sec = (time_t)(i ? s.nfs_mtime : s.nfs_atime);
+			t[i].tv_usec =
+				(suseconds_t)((i ? s.nfs_mtime_nsec : s.nfs_atime_nsec) / 1000);
+		} else {
+			t[i].tv_sec = tv[i].tv_sec;
+			t[i].tv_usec = tv[i].tv_nsec / 1000;
+		}
+	}
+	return nfs_lutimes(nb->ns, path, t);
+}
+
+static int nfs_futimens_file(struct ufs *fs, struct ufs_bfile *f, const struct timespec tv[2])
+{
+	NS_BEGIN(fs);
+	rc = utimes_path(nb, f->path, tv);
+	NS_END();
+}
+
+static int nfs_opendir_path(struct ufs *fs, const char *rel, struct ufs_bfile **out)
+{
+	struct ufs_bfile *f = bfile_new(rel);
+	struct nb *nb = nb_of(fs);
+	int rc;
+
+	if (!f)
+		return -ENOMEM;
+	pthread_mutex_lock(&nb->ns_lock);
+	rc = nfs_opendir(nb->ns, f->path, &f->dir);
+	pthread_mutex_unlock(&nb->ns_lock);
+	if (rc) {
+		free(f->path);
+		free(f);
+		return rc < 0 ? rc : -EIO;
+	}
+	*out = f;
+	return 0;
+}
+
+static mode_t type_bits(uint32_t type)
+{
+	switch (type) {
+	case NF3REG:
+		return S_IFREG;
+	case NF3DIR:
+		return S_IFDIR;
+	case NF3BLK:
+		return S_IFBLK;
+	case NF3CHR:
+		return S_IFCHR;
+	case NF3LNK:
+		return S_IFLNK;
+	case NF3SOCK:
+		return S_IFSOCK;
+	case NF3FIFO:
+		return S_IFIFO;
+	default:
+		return 0;
+	}
+}
+
+static int nfs_readdir_dir(struct ufs *fs, struct ufs_bfile *d, uint64_t off, ufs_fill_fn fill,
+			   void *ctx)
+{
+	struct nb *nb = nb_of(fs);
+	struct nfsdirent *de;
+
+	pthread_mutex_lock(&nb->ns_lock);
+	if (off == 0)
+		nfs_rewinddir(nb->ns, d->dir);
+	while ((de = nfs_readdir(nb->ns, d->dir))) {
+		struct stat st = { .st_ino = (ino_t)de->inode,
+				   .st_mode = type_bits(de->type) | (de->mode & 07777) };
+
+		if (fill(ctx, de->name, &st))
+			break;
+	}
+	pthread_mutex_unlock(&nb->ns_lock);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Names                                                                     */
+
+#define PATH_OP(name, call)                              \
+	static int name(struct ufs *fs, const char *rel) \
+	{                                                \
+		char *p = abs_path(rel);                 \
+		if (!p)                                  \
+			return -ENOMEM;                  \
+		NS_BEGIN(fs);                            \
+		rc = call;                               \
+		free(p);                                 \
+		NS_END();                                \
+	}
+
+PATH_OP(nfs_unlink_path, nfs_unlink(nb->ns, p))
+PATH_OP(nfs_rmdir_path, nfs_rmdir(nb->ns, p))
+
+static int stat_path(struct ufs *fs, const char *rel, struct stat *st, bool follow)
+{
+	struct nfs_stat_64 s;
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = follow ? nfs_stat64(nb->ns, p, &s) : nfs_lstat64(nb->ns, p, &s);
+	free(p);
+	if (rc == 0)
+		st_from(st, &s);
+	NS_END();
+}
+
+static int nfs_lstat_path(struct ufs *fs, const char *rel, struct stat *st)
+{
+	return stat_path(fs, rel, st, false);
+}
+
+static int nfs_stat_path(struct ufs *fs, const char *rel, struct stat *st)
+{
+	return stat_path(fs, rel, st, true);
+}
+
+static int nfs_truncate_path(struct ufs *fs, const char *rel, uint64_t size)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_truncate(nb->ns, p, size);
+	free(p);
+	NS_END();
+}
+
+static int nfs_mkdir_path(struct ufs *fs, const char *rel, mode_t mode)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_mkdir2(nb->ns, p, (int)(mode & 07777));
+	free(p);
+	NS_END();
+}
+
+static int nfs_mknod_path(struct ufs *fs, const char *rel, mode_t mode, dev_t rdev)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_mknod(nb->ns, p, (int)mode, (int)rdev);
+	free(p);
+	NS_END();
+}
+
+static int nfs_symlink_path(struct ufs *fs, const char *target, const char *rel)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_symlink(nb->ns, target, p);
+	free(p);
+	NS_END();
+}
+
+static int nfs_readlink_path(struct ufs *fs, const char *rel, char *buf, size_t size)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	memset(buf, 0, size);
+	NS_BEGIN(fs);
+	rc = nfs_readlink(nb->ns, p, buf, (int)size - 1);
+	free(p);
+	NS_END();
+}
+
+static int nfs_rename_path(struct ufs *fs, const char *from, const char *to, unsigned flags)
+{
+	char *a, *b;
+
+	if (flags)
+		return -EINVAL; /* no RENAME_NOREPLACE or RENAME_EXCHANGE in NFSv3 */
+	a = abs_path(from);
+	b = abs_path(to);
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return -ENOMEM;
+	}
+	NS_BEGIN(fs);
+	rc = nfs_rename(nb->ns, a, b);
+	free(a);
+	free(b);
+	NS_END();
+}
+
+static int nfs_link_path(struct ufs *fs, const char *from, const char *to)
+{
+	char *a = abs_path(from), *b = abs_path(to);
+
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return -ENOMEM;
+	}
+	NS_BEGIN(fs);
+	rc = nfs_link(nb->ns, a, b);
+	free(a);
+	free(b);
+	NS_END();
+}
+
+static int nfs_chmod_path(struct ufs *fs, const char *rel, mode_t mode)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_chmod(nb->ns, p, (int)(mode & 07777));
+	free(p);
+	NS_END();
+}
+
+static int nfs_chown_path(struct ufs *fs, const char *rel, uid_t uid, gid_t gid)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_lchown(nb->ns, p, (int)uid, (int)gid);
+	free(p);
+	NS_END();
+}
+
+static int nfs_utimens_path(struct ufs *fs, const char *rel, const struct timespec tv[2])
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = utimes_path(nb, p, tv);
+	free(p);
+	NS_END();
+}
+
+static int nfs_statfs_path(struct ufs *fs, const char *rel, struct statvfs *st)
+{
+	struct nfs_statvfs_64 s;
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_statvfs64(nb->ns, p, &s);
+	free(p);
+	if (rc == 0) {
+		memset(st, 0, sizeof(*st));
+		st->f_bsize = s.f_bsize;
+		st->f_frsize = s.f_frsize ? s.f_frsize : s.f_bsize;
+		st->f_blocks = s.f_blocks;
+		st->f_bfree = s.f_bfree;
+		st->f_bavail = s.f_bavail;
+		st->f_files = s.f_files;
+		st->f_ffree = s.f_ffree;
+		st->f_favail = s.f_favail;
+		st->f_fsid = s.f_fsid;
+		st->f_flag = s.f_flag;
+		st->f_namemax = s.f_namemax ? s.f_namemax : 255;
+	}
+	NS_END();
+}
+
+static int nfs_access_path(struct ufs *fs, const char *rel, int mask)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_access(nb->ns, p, mask);
+	free(p);
+	NS_END();
+}
+
+const struct ufs_backend ufs_backend_nfs = {
+	.name = "nfs",
+	.attach = nfs_attach,
+	.start = nfs_start,
+	.detach = nfs_detach,
+	.stats = nfs_stats,
+	.flush = nfs_flush,
+	.commit = nfs_commit,
+	.drain = nfs_drain,
+	.open = nfs_open_file,
+	.reopen_rw = nfs_reopen_rw,
+	.close = nfs_close_file,
+	.fstat = nfs_fstat_file,
+	.pread = nfs_pread_file,
+	.pwrite = nfs_pwrite_file,
+	.fsync = nfs_fsync_file,
+	.ftruncate = nfs_ftruncate_file,
+	.fchmod = nfs_fchmod_file,
+	.fchown = nfs_fchown_file,
+	.futimens = nfs_futimens_file,
+	.opendir = nfs_opendir_path,
+	.readdir = nfs_readdir_dir,
+	.lstat = nfs_lstat_path,
+	.stat = nfs_stat_path,
+	.truncate = nfs_truncate_path,
+	.mkdir = nfs_mkdir_path,
+	.mknod = nfs_mknod_path,
+	.unlink = nfs_unlink_path,
+	.rmdir = nfs_rmdir_path,
+	.symlink = nfs_symlink_path,
+	.readlink = nfs_readlink_path,
+	.rename = nfs_rename_path,
+	.link = nfs_link_path,
+	.chmod = nfs_chmod_path,
+	.chown = nfs_chown_path,
+	.utimens = nfs_utimens_path,
+	.statfs = nfs_statfs_path,
+	.access = nfs_access_path,
+};

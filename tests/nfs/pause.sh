@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# A server that hangs: ganesha stopped (SIGSTOP) for 12 s during a dd of
+# 256 MiB through a 16 MiB max: its connection stays up but nothing is
+# answered; the RPCs in flight time out after 10 s and are sent again (a
+# write as a failed one, a commit at once); dd completes after SIGCONT and
+# the exported file is the source.
+source "$(dirname "$0")/common.sh"
+
+dd if=/dev/urandom of="$WORK/src" bs=1M count=256 iflag=fullblock status=none
+nfs_server_start "$WORK/export"
+nfs_mount pause "$WORK/mnt" --max 16M --stats "$WORK/stats"
+dd if="$WORK/src" of="$WORK/mnt/f" bs=1M conv=fsync 2>"$WORK/dd.out" 9>&- &
+writer=$!
+PIDS+=("$writer")
+sleep 1
+kill -0 $writer 2>/dev/null || fail "dd ended before the pause"
+nfs_server_pause_for 12
+wait $writer || { cat "$WORK/dd.out"; fail "dd"; }
+cmp "$WORK/src" "$WORK/export/f" || fail "the exported file differs"
+sleep 1.2
+errors=$(nfs_stat "$WORK/stats" nfs_write_errors)
+reconnects=$(nfs_stat "$WORK/stats" nfs_reconnects)
+peak=$(stat_of "$WORK/stats" / peak_charged)
+ufs_unmount pause "$WORK/mnt"
+cmp "$WORK/src" "$WORK/export/f" || fail "the exported file differs after unmount"
+echo "server stopped 12 s: $errors WRITE3 timed out and sent again, $reconnects reconnect(s);" \
+	"peak charged $peak of $((16 << 20))"
+[[ $errors -ge 1 ]] || fail "no write timed out: the pause did not hit RPCs in flight"
+[[ $peak -le $((16 << 20)) ]] || fail "peak charged $peak"
+echo PASS
