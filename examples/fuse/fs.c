@@ -378,10 +378,16 @@ static int inode_sync(struct ufs_handle *h, struct ufs_inode *ino)
 		pthread_mutex_lock(&h->lock);
 		rc = us_object_sync(ino->obj, &h->since);
 		pthread_mutex_unlock(&h->lock);
-		return rc;
+	} else {
+		since = us_object_errseq(ino->obj);
+		rc = us_object_sync(ino->obj, &since);
 	}
-	since = us_object_errseq(ino->obj);
-	return us_object_sync(ino->obj, &since);
+	/* Written back: the backing file takes the time of the cached
+	 * writes, not the time of their write-back (which getattr no longer
+	 * overrides once the file is closed). */
+	if (rc == 0)
+		ufs_inode_times(ino);
+	return rc;
 }
 
 int ufs_engine_stop(struct ufs *fs)
