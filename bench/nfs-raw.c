@@ -14,6 +14,9 @@
  * reply's write verifier must equal the first one: a change means the
  * server restarted and dropped uncommitted data, and is reported (exit 3).
  *
+ * The defaults (256 KiB, 16 in flight) were the best of 1 MiB and 256 KiB
+ * by 2 to 32 in flight against ganesha 4.3 on the 2-core test machine.
+ *
  * --stable: the cacheless client's way: FILE_SYNC writes, one at a time
  * (K is forced to 1), no COMMIT.
  *
@@ -264,7 +267,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: us-bench-nfs-raw [--size BYTES] [--block BYTES] [--inflight K] "
 		   "[--stable] nfs://SERVER/EXPORT/FILE?ARGS\n"
 		   "  --size     bytes to write (default 1G; K, M, G suffixes)\n"
-		   "  --block    bytes per WRITE3 (default 1M, at most the server's wtmax)\n"
+		   "  --block    bytes per WRITE3 (default 256K, at most the server's wtmax)\n"
 		   "  --inflight WRITE3 RPCs in flight at most (default 16)\n"
 		   "  --stable   FILE_SYNC writes one at a time, no COMMIT\n");
 }
@@ -280,7 +283,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct stream s;
-	uint64_t size = 1ull << 30, block = 1u << 20, inflight = 16;
+	uint64_t size = 1ull << 30, block = 256u << 10, inflight = 16;
 	bool stable = false;
 	struct nfs_context *nfs;
 	struct nfs_url *url;

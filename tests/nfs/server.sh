@@ -5,6 +5,7 @@
 #   source tests/nfs/server.sh
 #   nfs_server_start DIR       # sets NFS_URL, NFS_PID, NFS_PORT, NFS_MNT_PORT
 #   ...                        # nfs://127.0.0.1/DIR?nfsport=P&mountport=Q&version=3
+#   nfs-cat "$(nfs_file_url f)"  # a file of the export, for nfs-cp, nfs-cat...
 #   nfs_server_kill9           # SIGKILL: what it had not committed is "lost"
 #   nfs_server_restart         # same ports, same export, a new write verifier
 #   nfs_server_stop_for 5      # down (connections refused) for 5 s, then back
@@ -268,6 +269,12 @@ nfs_server_pause_for() {
 	local secs=${1:?usage: nfs_server_pause_for SECONDS}
 	[[ -n $NFS_PID ]] || { echo "nfs_server_pause_for: not running" >&2; return 1; }
 	kill -STOP "$NFS_PID" && sleep "$secs" && kill -CONT "$NFS_PID"
+}
+
+# nfs_file_url NAME: the URL of the file NAME in the export (libnfs form,
+# for nfs-cp, nfs-cat, us-bench-nfs-raw).
+nfs_file_url() {
+	echo "${NFS_URL%%\?*}/${1#/}?${NFS_URL#*\?}"
 }
 
 # nfs_server_log: ganesha's log file.

@@ -34,6 +34,7 @@ kill -0 "$pid1" || fail "no ganesha after nfs_server_start"
 head -c 3000000 /dev/urandom >"$WORK/src"
 base=${NFS_URL%%\?*}
 args=${NFS_URL#*\?}
+[[ $(nfs_file_url d/f) == "$base/d/f?$args" ]] || fail "nfs_file_url d/f gives $(nfs_file_url d/f)"
 nfs-cp "$WORK/src" "$base/f?$args" >/dev/null || fail "nfs-cp to the export"
 cmp "$WORK/src" "$WORK/export/f" || fail "the exported file differs from what nfs-cp wrote"
 
