@@ -178,14 +178,20 @@ nfs__launch() {
 		if ! nfs__alive; then
 			{ wait "$NFS_PID"; } 2>/dev/null || true
 			NFS_PID=
-			tail -20 "$NFS_SRV_DIR/ganesha.log" "$NFS_SRV_DIR/ganesha.out" >&2
+			tail -n 20 "$NFS_SRV_DIR/ganesha.log" "$NFS_SRV_DIR/ganesha.out" >&2
 			echo "nfs_server: ganesha.nfsd exited at start" >&2
+			# It resolves Bind_Addr with AI_ADDRCONFIG: with no
+			# address but loopback's (a bare network namespace),
+			# 127.0.0.1 does not resolve.
+			grep -q "No IP address found for 127.0.0.1" "$NFS_SRV_DIR/ganesha.log" &&
+				echo "nfs_server: ganesha needs a network interface other" \
+					"than lo with an address" >&2
 			return 1
 		fi
 		timeout 5 nfs-ls "$NFS_URL" >/dev/null 2>&1 && return 0
 		sleep 0.1
 	done
-	tail -20 "$NFS_SRV_DIR/ganesha.log" >&2
+	tail -n 20 "$NFS_SRV_DIR/ganesha.log" >&2
 	echo "nfs_server: the export did not answer in 30 s" >&2
 	nfs__reap KILL
 	return 1
