@@ -321,6 +321,7 @@ int main(int argc, char **argv)
 		goto bad;
 	if (stable)
 		inflight = 1;
+	memset(&s, 0, sizeof(s));
 
 	nfs = nfs_init_context();
 	if (!nfs) {
@@ -351,7 +352,6 @@ int main(int argc, char **argv)
 	if (block > nfs_get_writemax(nfs))
 		block = nfs_get_writemax(nfs);
 
-	memset(&s, 0, sizeof(s));
 	s.rpc = nfs_get_rpc_context(nfs);
 	s.fh.data.data_len = (u_int)raw->len;
 	s.fh.data.data_val = raw->val;
@@ -388,7 +388,6 @@ int main(int argc, char **argv)
 			;
 	}
 	t_end = now_s();
-	free(s.block);
 	for (size_t i = 0; i < sizeof(s.verf); i++)
 		snprintf(verf_hex + 2 * i, 3, "%02x", (unsigned char)s.verf[i]);
 	if (s.failed || s.acked != s.size || (!stable && !s.commit_done))
@@ -411,7 +410,9 @@ out:
 	if (fh)
 		nfs_close(nfs, fh);
 	nfs_destroy_url(url);
+	/* Last: RPCs still queued (after an error) are cancelled here. */
 	nfs_destroy_context(nfs);
+	free(s.block);
 	return rc;
 bad:
 	usage(stderr);
