@@ -5,6 +5,7 @@
 #   source tests/nfs/server.sh
 #   nfs_server_start DIR       # sets NFS_URL, NFS_PID, NFS_PORT, NFS_MNT_PORT
 #   ...                        # nfs://127.0.0.1/DIR?nfsport=P&mountport=Q&version=3
+#   nfs-cat "$(nfs_file_url f)"  # a file of the export, for nfs-cp, nfs-cat...
 #   nfs_server_kill9           # SIGKILL: what it had not committed is "lost"
 #   nfs_server_restart         # same ports, same export, a new write verifier
 #   nfs_server_stop_for 5      # down (connections refused) for 5 s, then back
@@ -18,9 +19,10 @@
 # and it waits for it.
 #
 # Only one ganesha may run on this machine at a time (rpcbind registrations
-# collide): sourcing takes `flock /tmp/us-nfs.lock` on fd 9 for the life of
-# the script (waiting up to NFS_LOCK_WAIT seconds, default 280); the
-# processes it starts do not inherit fd 9, so a leftover never holds it.
+# collide): sourcing takes `flock /tmp/us-nfs.lock` for the life of the
+# script (waiting up to NFS_LOCK_WAIT seconds, default 240), held by a
+# helper process that lets go when the script exits; no process the script
+# starts inherits the lock, so a leftover never holds it.
 #
 # Cleanup: nfs_server_cleanup stops exactly the processes this library
 # started, by pid (ganesha; rpcbind only when it started it) and removes its
@@ -43,45 +45,71 @@ NFS_RPCBIND=$(PATH=$PATH:/usr/sbin:/sbin command -v rpcbind || true)
 [[ -n $NFS_RPCBIND ]] || nfs__skip "no rpcbind (Debian: rpcbind)"
 command -v nfs-ls >/dev/null || nfs__skip "no nfs-ls (Debian: libnfs-utils)"
 
-# nfs__lock_leaked: an rpcbind has the lock file open: it inherited the
-# locked fd (`flock /tmp/us-nfs.lock rpcbind -w` daemonizes with it) and
-# will never release it; prints their pids.
+NFS_SRV_DIR=$(mktemp -d "${TMPDIR:-/tmp}/us-nfs-srv.XXXXXX")
+NFS_LOCK_PID=      # the lock holder's pid (see nfs__lock)
+
+# nfs__lock_leaked: the lock is held, but only by processes that will never
+# release it: an rpcbind (`flock /tmp/us-nfs.lock rpcbind -w` daemonizes
+# with the locked fd) or an orphan (a test's child that outlived it, with
+# the fd inherited); waiters (blocked in flock) are not holders. Prints
+# them ("pid:name").
 nfs__lock_leaked() {
-	local fd p leak=
+	local fd p comm ppid leak=
 	for fd in $(find /proc/[0-9]*/fd -lname /tmp/us-nfs.lock 2>/dev/null); do
 		p=${fd#/proc/}
 		p=${p%%/*}
-		[[ $(cat "/proc/$p/comm" 2>/dev/null) == rpcbind ]] && leak+=" $p"
+		comm=$(cat "/proc/$p/comm" 2>/dev/null) || continue
+		[[ $(cat "/proc/$p/wchan" 2>/dev/null) == *lock* ]] && continue
+		ppid=$(awk '{ print $4 }' "/proc/$p/stat" 2>/dev/null) || continue
+		if [[ $comm == rpcbind || ($ppid == 1 && $comm != flock) ]]; then
+			leak+=" $p:$comm"
+		else
+			return 1
+		fi
 	done
 	[[ -n $leak ]] && echo "$leak"
 }
 
-# nfs__lock: takes the lock on fd 9, waiting up to NFS_LOCK_WAIT seconds.
-# A lock leaked to an rpcbind is passed over when no ganesha runs (twice
-# checked, a second apart): a script that holds the lock runs its ganesha.
+# nfs__lock: takes /tmp/us-nfs.lock, waiting up to NFS_LOCK_WAIT seconds.
+# The lock is held by a process of its own, `flock ... bash -c LOOP`, out
+# of the script's process tree (no bare `wait` waits for it) and watching
+# the script: it lets go when the script exits, however it exits. The
+# script itself keeps no fd on the lock, so nothing it starts inherits it.
+# A leaked lock (nfs__lock_leaked) is passed over when no ganesha runs
+# (checked twice, a second apart): a script that holds the lock runs one.
 nfs__lock() {
-	local i leak
-	exec 9>/tmp/us-nfs.lock
-	for ((i = 0; i < ${NFS_LOCK_WAIT:-280} * 10; i++)); do
-		flock -n 9 && return 0
+	local i leak ready=$NFS_SRV_DIR/lock.holder
+	(
+		flock -o -w "${NFS_LOCK_WAIT:-240}" /tmp/us-nfs.lock \
+			bash -c 'echo $$ >"$1.tmp" && mv "$1.tmp" "$1"
+				while kill -0 "$2" 2>/dev/null; do sleep 0.5; done' \
+			nfs-lock "$ready" "$$" </dev/null >/dev/null 2>&1 9>&- &
+		echo $! >"$NFS_SRV_DIR/lock.flock"
+	)
+	for ((i = 0; ; i++)); do
+		if [[ -s $ready ]]; then
+			NFS_LOCK_PID=$(<"$ready")
+			return 0
+		fi
+		kill -0 "$(<"$NFS_SRV_DIR/lock.flock")" 2>/dev/null || return 1 # timed out
 		if ((i % 50 == 10)) && ! pgrep -x ganesha.nfsd >/dev/null &&
 			leak=$(nfs__lock_leaked) && sleep 1 &&
-			! pgrep -x ganesha.nfsd >/dev/null; then
-			echo "nfs_server: /tmp/us-nfs.lock is held only by rpcbind$leak" \
-				"(a leaked fd) and no ganesha runs: going on without it" >&2
+			! pgrep -x ganesha.nfsd >/dev/null && [[ ! -s $ready ]]; then
+			kill "$(<"$NFS_SRV_DIR/lock.flock")" 2>/dev/null || true
+			echo "nfs_server: /tmp/us-nfs.lock is held only by$leak, which will" \
+				"never release it, and no ganesha runs: going on without it" >&2
 			return 0
 		fi
 		sleep 0.1
 	done
-	return 1
 }
 
 nfs__lock || {
 	echo "FAIL: another NFS server holds /tmp/us-nfs.lock" >&2
+	rm -rf "$NFS_SRV_DIR"
 	exit 1
 }
 
-NFS_SRV_DIR=$(mktemp -d "${TMPDIR:-/tmp}/us-nfs-srv.XXXXXX")
 NFS_PID=
 NFS_URL=
 NFS_EXPORT=
@@ -177,14 +205,20 @@ nfs__launch() {
 		if ! nfs__alive; then
 			{ wait "$NFS_PID"; } 2>/dev/null || true
 			NFS_PID=
-			tail -20 "$NFS_SRV_DIR/ganesha.log" "$NFS_SRV_DIR/ganesha.out" >&2
+			tail -n 20 "$NFS_SRV_DIR/ganesha.log" "$NFS_SRV_DIR/ganesha.out" >&2
 			echo "nfs_server: ganesha.nfsd exited at start" >&2
+			# It resolves Bind_Addr with AI_ADDRCONFIG: with no
+			# address but loopback's (a bare network namespace),
+			# 127.0.0.1 does not resolve.
+			grep -q "No IP address found for 127.0.0.1" "$NFS_SRV_DIR/ganesha.log" &&
+				echo "nfs_server: ganesha needs a network interface other" \
+					"than lo with an address" >&2
 			return 1
 		fi
 		timeout 5 nfs-ls "$NFS_URL" >/dev/null 2>&1 && return 0
 		sleep 0.1
 	done
-	tail -20 "$NFS_SRV_DIR/ganesha.log" >&2
+	tail -n 20 "$NFS_SRV_DIR/ganesha.log" >&2
 	echo "nfs_server: the export did not answer in 30 s" >&2
 	nfs__reap KILL
 	return 1
@@ -270,6 +304,12 @@ nfs_server_pause_for() {
 	kill -STOP "$NFS_PID" && sleep "$secs" && kill -CONT "$NFS_PID"
 }
 
+# nfs_file_url NAME: the URL of the file NAME in the export (libnfs form,
+# for nfs-cp, nfs-cat, us-bench-nfs-raw).
+nfs_file_url() {
+	echo "${NFS_URL%%\?*}/${1#/}?${NFS_URL#*\?}"
+}
+
 # nfs_server_log: ganesha's log file.
 nfs_server_log() {
 	echo "$NFS_SRV_DIR/ganesha.log"
@@ -282,6 +322,11 @@ nfs_server_cleanup() {
 		kill "$NFS_RPCBIND_PID" 2>/dev/null
 		wait "$NFS_RPCBIND_PID" 2>/dev/null || true
 		NFS_RPCBIND_PID=
+	fi
+	# The lock last: its holder exits, and its flock with it.
+	if [[ -n $NFS_LOCK_PID ]]; then
+		kill "$NFS_LOCK_PID" 2>/dev/null
+		NFS_LOCK_PID=
 	fi
 	[[ -n $NFS_SRV_DIR ]] && rm -rf "$NFS_SRV_DIR"
 	NFS_SRV_DIR=

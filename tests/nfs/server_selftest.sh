@@ -2,8 +2,13 @@
 # The NFS server harness (tests/nfs/server.sh) itself: start ganesha on a
 # temporary export, write a file with nfs-cp, SIGKILL the server, restart
 # it on the same ports, read the file back with nfs-cat, stop it; no
-# ganesha (nor an rpcbind it started) is left, and the lock is free.
+# ganesha (nor an rpcbind it started) is left.
+#
+# With the path of us-bench-nfs-raw (bench/nfs-raw.c) as $1, also: the
+# write verifier is the same for two streams to one server, and differs
+# after the restart.
 set -euo pipefail
+RAW=${1:-}
 
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -29,8 +34,22 @@ kill -0 "$pid1" || fail "no ganesha after nfs_server_start"
 head -c 3000000 /dev/urandom >"$WORK/src"
 base=${NFS_URL%%\?*}
 args=${NFS_URL#*\?}
+[[ $(nfs_file_url d/f) == "$base/d/f?$args" ]] || fail "nfs_file_url d/f gives $(nfs_file_url d/f)"
 nfs-cp "$WORK/src" "$base/f?$args" >/dev/null || fail "nfs-cp to the export"
 cmp "$WORK/src" "$WORK/export/f" || fail "the exported file differs from what nfs-cp wrote"
+
+# verifier FILE: the write verifier of a short WRITE3 UNSTABLE + COMMIT3 stream.
+verifier() {
+	"$RAW" --size 4M --block 256K "$base/$1?$args" >"$WORK/raw.json" ||
+		fail "us-bench-nfs-raw to the export"
+	sed -E 's/.*"verifier": "([0-9a-f]+)".*/\1/' "$WORK/raw.json"
+}
+if [[ -n $RAW ]]; then
+	v1=$(verifier r1)
+	v2=$(verifier r2)
+	[[ $v1 =~ ^[0-9a-f]{16}$ ]] || fail "no verifier in $(cat "$WORK/raw.json")"
+	[[ $v1 == "$v2" ]] || fail "the verifier changed without a restart: $v1 $v2"
+fi
 
 nfs_server_kill9
 [[ -z $NFS_PID ]] || fail "NFS_PID still set after kill9"
@@ -43,6 +62,10 @@ nfs_server_restart
 [[ -n $NFS_PID && $NFS_PID != "$pid1" ]] || fail "no new ganesha after restart"
 nfs-cat "$base/f?$args" >"$WORK/back" || fail "nfs-cat after restart"
 cmp "$WORK/src" "$WORK/back" || fail "read back after restart differs"
+if [[ -n $RAW ]]; then
+	v3=$(verifier r3)
+	[[ $v3 != "$v1" ]] || fail "the write verifier did not change across the restart ($v1)"
+fi
 
 nfs_server_stop_for 1
 nfs-cat "$base/f?$args" | cmp - "$WORK/src" || fail "read back after stop_for"

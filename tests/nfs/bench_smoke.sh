@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Smoke test of bench/nfs-vs-sync: a tiny run (16 MiB, one round, one
+# limit) against the real server prints one valid JSON object whose
+# figures are positive numbers; every run through the client is checked
+# byte for byte by the script itself. Throughputs are not asserted.
+# With an unstable-fuse that has the NFS backend (--no-cache in its help),
+# every configuration runs; otherwise nfs-cp and us-bench-nfs-raw only.
+# Usage: bench_smoke.sh BENCH_SCRIPT US_BENCH_NFS_RAW [UNSTABLE_FUSE]
+set -euo pipefail
+bench=${1:?usage: $0 BENCH_SCRIPT US_BENCH_NFS_RAW [UNSTABLE_FUSE]}
+raw=${2:?usage: $0 BENCH_SCRIPT US_BENCH_NFS_RAW [UNSTABLE_FUSE]}
+ufs=${3:-}
+only="nfs_cp raw"
+if [[ -n $ufs ]] && "$ufs" --help 2>&1 | grep -q -- --no-cache; then
+	only="fuse nocache nfs_cp raw kernel_writeback"
+else
+	ufs=
+fi
+rc=0
+out=$(UFS=$ufs RAW=$raw SIZE_MIB=16 ROUNDS=1 LIMITS=5 ONLY=$only bash "$bench") || rc=$?
+echo "$out"
+[[ $rc -eq 77 ]] && exit 77
+[[ $rc -eq 0 ]] || { echo "FAIL: nfs-vs-sync exited with $rc" >&2; exit 1; }
+if ! command -v python3 >/dev/null; then
+	printf '%s' "$out" | jq -e '.raw_mb_s > 0 and .nfs_cp_mb_s > 0 and (.runs | length) == 1' >/dev/null
+	echo PASS
+	exit 0
+fi
+printf '%s' "$out" | ONLY=$only python3 -c '
+import json, os, sys
+j = json.load(sys.stdin)
+only = os.environ["ONLY"].split()
+assert j["bytes"] == 16 << 20
+assert j["raw_mb_s"] > 0 and j["nfs_cp_mb_s"] > 0
+assert len(j["runs"]) == 1 and j["runs"][0]["limit_mib"] == 5
+r = j["runs"][0]
+if "fuse" in only:
+    assert r["fuse_nfs_mb_s"] > 0 and r["nocache_mb_s"] > 0, r
+    assert r["kernel_writeback_mb_s"] >= 0 and r["ratio_raw"] > 0, r
+    assert r["max_stall_ms"] >= 0 and 0 < r["fuse_peak_charged"] <= 5 << 20, r
+else:
+    assert r["fuse_nfs_mb_s"] is None and r["ratio_raw"] is None, r
+print("PASS")
+'
