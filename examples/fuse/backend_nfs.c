@@ -859,6 +859,7 @@ static int nfs_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 		uint64_t end = ino->size, start = us_buf_offset(bufs[i]), bytes = 0;
 		size_t k, take = n - i < per ? n - i : per;
 		struct req *r;
+		void *copy;
 		int rc;
 
 		if (start >= end) {
@@ -894,10 +895,11 @@ static int nfs_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 		 * data into the RPC when it is queued, under data_lock). */
 		if (k == 1)
 			r->data = us_buf_data(bufs[i]);
+		/* Once submitted, r belongs to the service thread, which may
+		 * complete and free it before req_submit() returns here. */
+		copy = k > 1 ? r->data : NULL;
 		rc = req_submit(nb, r, false);
-		if (k > 1)
-			free(r->data); /* encoded into the RPC, or not sent */
-		r->data = NULL;
+		free(copy); /* encoded into the RPC, or not sent */
 		if (rc) {
 			free(r);
 			fail_bufs(bufs + i, n - i, rc == -ESHUTDOWN ? -EAGAIN : rc);
