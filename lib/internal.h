@@ -355,6 +355,8 @@ struct us_backend {
 	uint64_t sync_target; /* 0: no sync in flight */
 	uint64_t sync_issued_ns;
 	uint64_t commit_lat_ns; /* commits' latency, running average; 0: none yet */
+	uint64_t pipe_lat_ns;	/* the latency its pipelines were last resized at
+				   outside a bandwidth sample (wb.c) */
 	uint64_t commits_busy;
 	uint64_t commit_retry_ns, commit_backoff_ns;
 	uint64_t commit_done_calls, commit_lost_calls;
@@ -633,6 +635,8 @@ void us__pipe_update(us_domain *d);
  * pipelines of the marked domains only (both under the lock, in one go). */
 void us__pipe_mark(us_domain *d);
 void us__pipe_update_marked(us_engine *e);
+/* The same for the marked chains only, the decaying domains left alone. */
+void us__pipe_update_chains(us_engine *e);
 /* The pipeline target of d: its own contexts' plus pipe_kids. */
 double us__pipe_target(const us_domain *d);
 /* d goes: its parent's sum and the decay list forget it. */
@@ -641,10 +645,6 @@ void us__pipe_forget(us_domain *d);
 /* throttle.c */
 /* The thresholds of d now (domain.c). */
 void us__domain_thresholds(const us_domain *d, uint64_t *bg, uint64_t *dirty);
-/* The longest wait worth taking for o's pipeline to move: its context's
- * dirty and writeback bytes at the link's rate plus a commit latency, or
- * until the commit in flight ends if sooner (min_pause..max_pause). */
-uint64_t us__pipeline_pause(const us_object *o);
 /* The pause for a writer of o that dirtied bytes; -EAGAIN at the limit. */
 int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake);
 /* tcache.c: writer caches. us__tcache_get() takes the engine lock itself:

@@ -212,15 +212,35 @@ uint64_t us__wb_link_rate(const struct us_wb *wb)
 
 void us__commit_latency(us_backend *bk, uint64_t ns)
 {
+	struct us_list *pos;
+
 	/* The pipeline is recomputed at the next bandwidth sample; but the
 	 * backend's first commit gives it its first latency at once (a walk of
 	 * the tree, once per backend), so a writer is not held for 200 ms. */
-	if (bk->commit_lat_ns) {
-		bk->commit_lat_ns = (3 * bk->commit_lat_ns + ns) / 4;
+	if (!bk->commit_lat_ns) {
+		bk->commit_lat_ns = ns ? ns : 1;
+		bk->pipe_lat_ns = bk->commit_lat_ns;
+		us__pipe_update(bk->engine->root);
 		return;
 	}
-	bk->commit_lat_ns = ns ? ns : 1;
-	us__pipe_update(bk->engine->root);
+	bk->commit_lat_ns = (3 * bk->commit_lat_ns + ns) / 4;
+	if (bk->commit_lat_ns < bk->pipe_lat_ns)
+		bk->pipe_lat_ns = bk->commit_lat_ns;
+	/*
+	 * Nor when it doubles since: the first commits, of little data or
+	 * answered by a commit the server already had under way, are quick,
+	 * and the pipelines sized by them would hold the writers to a tenth
+	 * of the link until the next sample. Only the chains of bk's contexts
+	 * are resized (growth applies at once; nothing decays here), and only
+	 * when the latency has doubled from its lowest since the last time:
+	 * a handful of times in a backend's life.
+	 */
+	if (bk->commit_lat_ns / 2 < bk->pipe_lat_ns)
+		return;
+	bk->pipe_lat_ns = bk->commit_lat_ns;
+	us_list_for_each (pos, &bk->wbs)
+		us__pipe_mark(us_container_of(pos, struct us_wb, bk_link)->domain);
+	us__pipe_update_chains(bk->engine);
 }
 
 /*
@@ -366,6 +386,12 @@ static void pipe_update_marked(us_domain *d)
 	d->pipe_marked = false;
 	d->bw_sum = sat_add(bw_own(d), d->bw_kids);
 	pipe_set(d, pipe_own(d) + (double)d->pipe_kids);
+}
+
+void us__pipe_update_chains(us_engine *e)
+{
+	if (e->root->pipe_marked)
+		pipe_update_marked(e->root);
 }
 
 void us__pipe_update_marked(us_engine *e)

@@ -455,13 +455,18 @@ START_TEST(test_pipeline_sweep)
 		double from; /* the target holds from this multiple on */
 	} bk[] = { { GIB, 20 * MS, MS, 2 },
 		   { 4 * GIB, 50 * MS, MS, 2 },
-		   /* 1 ms commits: at 2x (2 MiB) a write's own transfer
-		    * and latency are as long as the two commits the bound
-		    * counts; 0.75 of it is measured there. */
-		   { GIB, MS, 50000, 2.5 },
+		   /* Small limits against fast servers: a 1 ms commit
+		    * with a 2 MiB max at 1 GiB/s (0.75 of the bound before
+		    * the pause floor), 4 GiB/s (0.84 before the pipelines
+		    * were resized as the first commits' latency grew). */
+		   { GIB, MS, 50000, 2 },
+		   { GIB, 2 * MS, 100000, 2 },
+		   { GIB, 5 * MS, 250000, 2 },
+		   { 4 * GIB, MS, 50000, 2 },
+		   { 4 * GIB, 5 * MS, 250000, 2 },
 		   { 100 * MIB, SEC, MS, 2 },
 		   { 10 * MIB, 10 * SEC, MS, 2 } };
-	static const double mult[] = { 1, 1.5, 2, 2.5, 3, 5, 10, 30, 100 };
+	static const double mult[] = { 1, 1.5, 2, 2.25, 2.5, 3, 5, 10, 30, 100 };
 	double bad = 0, worst = 1;
 	size_t i, j;
 

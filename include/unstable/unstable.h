@@ -763,7 +763,9 @@ US_EXPORT int us_buf_put(us_buf *b);
  * dirty threshold: below freerun the pause is 0; between them it is the
  * bytes newly dirtied over the allowed rate (the writeback context's
  * bandwidth scaled by a position ratio that falls to 0 at the limit),
- * accumulated per object until US_PARAM_MIN_PAUSE_NS, never above
+ * accumulated per object until US_PARAM_MIN_PAUSE_NS (or less: a sixteenth
+ * of the commit latency, and near a small limit the time to clean an eighth
+ * of the band between the thresholds, down to 50 us), never above
  * US_PARAM_MAX_PAUSE_NS (and no longer than the writer's context needs to
  * clear its pipeline: its dirty and writeback bytes at the link's rate plus
  * a commit latency, or until the commit in flight ends). Where several
