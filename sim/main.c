@@ -195,6 +195,30 @@ static double utilisation(const struct sim_config *c, const struct sim_result *r
 				 0;
 }
 
+/* The name of backend index b (see struct sim_config): "default" for 0. */
+static const char *backend_name(const struct sim_config *c, int b)
+{
+	return b ? c->bk[b - 1].name : "default";
+}
+
+/* The backends a writer's data goes to, as a JSON string: its backend's
+ * name, or its stripe's, joined with '+'. */
+static void json_writer_backends(const struct sim_config *c, const struct sim_writer *w)
+{
+	int k;
+
+	printf("\"");
+	if (!w->stripe) {
+		printf("%s", backend_name(c, w->backend));
+	} else {
+		const struct sim_stripe *st = &c->stripe[w->stripe - 1];
+
+		for (k = 0; k < st->n; k++)
+			printf("%s%s", k ? "+" : "", backend_name(c, st->bk[k]));
+	}
+	printf("\"");
+}
+
 static void json_run(const struct sim_config *c, const struct sim_result *r, const struct mode *m)
 {
 	const char *pol = policy_name(c->policy);
@@ -205,13 +229,16 @@ static void json_run(const struct sim_config *c, const struct sim_result *r, con
 		const struct sim_writer_result *w = &r->wr[i];
 		const struct sim_domain *d = &c->dom[c->wr[i].domain];
 
-		printf("{\"kind\":\"writer\",\"scenario\":\"%s\",\"policy\":\"%s\",\"domain\":\"%s\","
+		printf("{\"kind\":\"writer\",\"scenario\":\"%s\",\"policy\":\"%s\",\"backend\":",
+		       c->scenario, pol);
+		json_writer_backends(c, &c->wr[i]);
+		printf(",\"domain\":\"%s\","
 		       "\"limit\":%llu,\"bytes\":%llu,\"seconds\":%.3f,\"throughput\":%.0f,"
 		       "\"ceiling\":%llu,\"ratio_to_ceiling\":%.3f,\"backend_bw\":%llu,"
 		       "\"backend_utilisation\":%.3f,\"peak_charged\":%llu,\"enomem\":%llu,"
 		       "\"oom\":%llu,\"max_pause_ms\":%.1f,\"p99_pause_ms\":%.1f,"
 		       "\"max_stall_ms\":%.1f,\"lost_bytes\":%llu}\n",
-		       c->scenario, pol, d->name,
+		       d->name,
 		       (unsigned long long)(d->max == UINT64_MAX ? 0 : d->max),
 		       (unsigned long long)w->bytes, (double)w->done_ns / 1e9, w->throughput,
 		       (unsigned long long)w->ceiling, w->ratio, (unsigned long long)bw,

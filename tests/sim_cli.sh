@@ -50,6 +50,16 @@ case $out in
 	fail=1
 	;;
 esac
+# Each writer line names the backends its data goes to.
+out=$("$sim" --json --backend fast:bw=1G/s --backend o2:bw=1G/s --domain a,max=8M \
+	--writer a,bytes=1M,backend=fast --writer a,bytes=1M --writer a,bytes=2M,stripe=fast+o2)
+case $out in
+*'"backend":"fast","domain":"a"'*'"backend":"default","domain":"a"'*'"backend":"fast+o2","domain":"a"'*) ;;
+*)
+	echo "FAIL: --json writer backends: $out"
+	fail=1
+	;;
+esac
 # A one-block write reports its real rate: finite, not 0, not above the copy
 # rate (8 GiB/s).
 out=$("$sim" --json --domain a --writer a,bytes=64K)
