@@ -424,8 +424,8 @@ static uint64_t min_pause(const us_object *o, uint64_t floor)
 /*
  * The longest pause worth taking: the time the writer's context needs to
  * clear what it has in its pipeline (its dirty and writeback bytes at the
- * link's rate, then one commit latency), or until the commit in flight is
- * expected to end if sooner, within [min_pause, max_pause].
+ * link's rate, then one commit latency), within [min_pause, max_pause]; or
+ * until the commit in flight is expected to end if sooner (down to floor).
  * Near the limit the position ratio falls to 0 and the rate-based pause
  * grows without bound, but with commits the pinned bytes fall by a whole
  * batch when a commit completes: a writer paused for max_pause would sleep
@@ -440,18 +440,29 @@ static uint64_t pipeline_pause(const us_object *o, uint64_t floor)
 	double ns = (double)(wb->dirty + wb->writeback) * 1e9 / (double)(rate ? rate : 1) +
 		    (double)bk->commit_lat_ns;
 	uint64_t now = us__now(e), end;
+	bool at_end = false;
 
-	/* A commit in flight frees its batch when it ends: wake then. One
-	 * past its expected end is due any moment (the latency is an average,
-	 * and a server that queued it behind another commit answers later):
-	 * look again in a quarter of a commit latency, not after a whole
-	 * pipeline. */
+	/* A commit in flight frees its batch when it ends: wake then, even
+	 * sooner than min_pause (but not than the floor), so that a writer
+	 * waiting at the gate is there when the batch is freed, beside the
+	 * writers whose pauses end with the commit, rather than after them
+	 * (one polling on a grid of its own lost every commit's room to
+	 * them). One past its expected end is due any moment (the latency is
+	 * an average, and a server that queued it behind another commit
+	 * answers later): look again in a quarter of a commit latency, not
+	 * after a whole pipeline. */
 	if (bk->sync_target || o->commit_target) {
 		end = bk->sync_target ? bk->sync_issued_ns : o->commit_issued_ns;
 		end += bk->commit_lat_ns;
-		if ((double)(end > now ? end - now : bk->commit_lat_ns / 4) < ns)
-			ns = (double)(end > now ? end - now : bk->commit_lat_ns / 4);
+		if (end > now && (double)(end - now) < ns) {
+			ns = (double)(end - now);
+			at_end = true;
+		} else if (end <= now && (double)(bk->commit_lat_ns / 4) < ns) {
+			ns = (double)(bk->commit_lat_ns / 4);
+		}
 	}
+	if (at_end && ns < (double)min_pause(o, floor))
+		return ns < (double)floor ? floor : (uint64_t)ns;
 	if (ns < (double)min_pause(o, floor))
 		return min_pause(o, floor);
 	return ns >= (double)e->max_pause_ns ? e->max_pause_ns : (uint64_t)ns;
