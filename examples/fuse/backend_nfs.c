@@ -658,6 +658,12 @@ static void req_complete(struct nb *nb, struct req *r)
 		}
 		for (i = 0; i < r->nbufs; i++)
 			us_buf_write_done(r->bufs[i], res, seq, r->status);
+		/* Only now may the file be drained (its object destroyed, the
+		 * file closed): nothing of r's is used after this. */
+		pthread_mutex_lock(&nb->lock);
+		r->file->inflight--;
+		pthread_cond_broadcast(&nb->cond);
+		pthread_mutex_unlock(&nb->lock);
 	} else if (r->kind == REQ_COMMIT) {
 		if (r->status) {
 			atomic_fetch_add(&nb->commit_errors, 1);
@@ -833,7 +839,7 @@ static void wc_down(struct nb *nb, const char *why)
 	for (; r; r = next) {
 		next = r->wnext;
 		r->status = -ENOTCONN;
-		rpc_gone(nb, r);
+		nb->inflight--; /* r->file's count: once completed */
 		req_finish(nb, r);
 	}
 	pthread_cond_broadcast(&nb->cond);
@@ -926,7 +932,7 @@ static bool wc_reply(struct nb *nb, const uint8_t *p, size_t len)
 	*pp = r->wnext;
 	if (!*pp)
 		nb->wq_tail = pp;
-	rpc_gone(nb, r);
+	nb->inflight--; /* r->file's count: once completed (req_complete) */
 	if (get32(&d) != 0) { /* MSG_DENIED: the credential is refused */
 		r->status = -EACCES;
 	} else {
