@@ -20,10 +20,12 @@ cmp "$WORK/src" "$WORK/export/f" || fail "the exported file differs"
 sleep 1.2
 errors=$(nfs_stat "$WORK/stats" nfs_write_errors)
 reconnects=$(nfs_stat "$WORK/stats" nfs_reconnects)
+wconnects=$(nfs_stat "$WORK/stats" nfs_write_connects)
 peak=$(stat_of "$WORK/stats" / peak_charged)
 ufs_unmount pause "$WORK/mnt"
 cmp "$WORK/src" "$WORK/export/f" || fail "the exported file differs after unmount"
-echo "server stopped 12 s: $errors WRITE3 timed out and sent again, $reconnects reconnect(s);" \
+echo "server stopped 12 s: $errors WRITE3 timed out and sent again, $reconnects reconnect(s)," \
+	"$wconnects of the write connection;" \
 	"peak charged $peak of $((16 << 20))"
 [[ $errors -ge 1 ]] || fail "no write timed out: the pause did not hit RPCs in flight"
 [[ $peak -le $((16 << 20)) ]] || fail "peak charged $peak"
