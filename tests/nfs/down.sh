@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Server down for 5 s during a write: dd of 384 MiB (conv=fsync) through a
-# 16 MiB max; a second into it ganesha is killed and started again 5 s
-# later. While it is down the writer is throttled (it writes at most the
+# 16 MiB max; once the server holds its first 8 MiB, ganesha is killed and
+# started again 5 s later. While it is down the writer is throttled (it writes at most the
 # max, as the data cannot leave), the root domain never passes its max,
 # and after the restart the writer completes with the file intact.
 source "$(dirname "$0")/common.sh"
@@ -15,7 +15,14 @@ nfs_mount down "$WORK/mnt" --max 16M --stats "$WORK/stats"
 dd if="$WORK/src" of="$WORK/mnt/f" bs=1M conv=fsync 2>"$WORK/dd.out" 9>&- &
 writer=$!
 PIDS+=("$writer")
-sleep 1
+# Killed as soon as the server holds the first 8 MiB (the dd takes about a
+# second at full speed: a fixed delay could miss it).
+for _ in $(seq 500); do
+	size=$(stat -c %s "$WORK/export/f" 2>/dev/null || echo 0)
+	[[ $size -ge $((8 << 20)) ]] && break
+	kill -0 $writer 2>/dev/null || break
+	sleep 0.01
+done
 kill -0 $writer 2>/dev/null || fail "dd ended before the outage"
 wchar() { awk '$1 == "wchar:" { print $2 }' /proc/$writer/io; }
 nfs_server_kill9
