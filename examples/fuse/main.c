@@ -4,7 +4,8 @@
  *               [--commit-interval TIME] [--dirty-expire TIME] [--stats FILE]
  *               [--flushers N]
  *               [--dirty-ratio N] [--xattr] [--rpcs N] [--no-cache]
- *               [--kernel-writeback] [--no-hugepages] [-V] [-h]
+ *               [--kernel-writeback] [--no-hugepages]
+ *               [--direct-writeback] [-V] [-h]
  *               [FUSE options: -d, -s, -o opt,...]
  *
  * A passthrough filesystem over BACKING_DIR, or over an NFSv3 export (the
@@ -83,6 +84,8 @@ static void usage(FILE *f)
 		"                          meant with --no-cache\n"
 		"  --no-hugepages          the cache's memory in 4 KiB pages (default: advised for\n"
 		"                          transparent huge pages, one page fault per 2 MiB)\n"
+		"  --direct-writeback      backing directory: write whole chunks back with O_DIRECT\n"
+		"                          (no second copy in the page cache)\n"
 		"  -d                      FUSE debug output (implies -f)\n"
 		"  -s                      one FUSE worker thread\n"
 		"  -o allow_other          let other users than the one who mounts use the mount\n"
@@ -284,6 +287,10 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 		}
 		if (strcmp(a, "--no-hugepages") == 0) {
 			o->no_hugepages = true;
+			continue;
+		}
+		if (strcmp(a, "--direct-writeback") == 0) {
+			o->direct_writeback = true;
 			continue;
 		}
 		if (strcmp(a, "-o") == 0) {
