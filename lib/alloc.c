@@ -7,7 +7,8 @@
  *  1. the engine's allocator hooks, when given, for everything;
  *  2. for payloads, when built with US_WITH_JEMALLOC: jemalloc's *allocx
  *     entry points in dedicated arenas, without the thread cache, so that
- *     purging an arena after reclaim really returns its pages;
+ *     purging an arena after reclaim really returns its pages (with engine
+ *     option hugepages, arenas whose memory is advised MADV_HUGEPAGE);
  *  3. the C allocator.
  *
  * The library never replaces the host's malloc. Debian's jemalloc exports
@@ -23,8 +24,10 @@
  */
 #include "internal.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 
 #ifdef US_WITH_JEMALLOC
@@ -112,16 +115,82 @@ void us__payload_free(us_engine *e, void *p, size_t size)
 #endif
 }
 
+#if defined(US_WITH_JEMALLOC) && defined(MADV_HUGEPAGE)
+/*
+ * Transparent huge pages for the pool (engine option hugepages): extent
+ * hooks that are jemalloc's own, read from arena 0, except that the memory
+ * the arena maps is 2 MiB-aligned and advised MADV_HUGEPAGE, so that a pool
+ * growing into fresh memory takes one fault per 2 MiB instead of 512 (on a
+ * paravirtualised guest a 4 KiB first touch costs about 15 us: 4 s per GiB).
+ * Only these arenas get the advice: the process's heap keeps the system's
+ * setting. Purging works as before (jemalloc's purge hooks), splitting the
+ * huge pages it purges. dalloc is NULL: jemalloc's own refuses to unmap
+ * when it retains (it always does on Linux) and this tells it so without a
+ * call; arenas.<i>.destroy still unmaps through destroy.
+ */
+#define US_HUGE_BYTES ((size_t)2 << 20)
+
+static extent_hooks_t *huge_next; /* jemalloc's default hooks */
+static extent_hooks_t huge_hooks;
+static pthread_once_t huge_once = PTHREAD_ONCE_INIT;
+static bool huge_ok;
+
+static void *huge_alloc(extent_hooks_t *h, void *new_addr, size_t size, size_t alignment,
+			bool *zero, bool *commit, unsigned ind)
+{
+	void *p;
+
+	(void)h;
+	if (!new_addr && size >= US_HUGE_BYTES && alignment < US_HUGE_BYTES)
+		alignment = US_HUGE_BYTES;
+	p = huge_next->alloc(huge_next, new_addr, size, alignment, zero, commit, ind);
+	if (p)
+		(void)madvise(p, size, MADV_HUGEPAGE); /* advice: a refusal is harmless */
+	return p;
+}
+
+static void huge_init(void)
+{
+	extent_hooks_t *def = NULL;
+	size_t sz = sizeof(def);
+
+	if (mallctl("arena.0.extent_hooks", &def, &sz, NULL, 0) != 0 || !def || !def->alloc)
+		return;
+	huge_next = def;
+	huge_hooks = *def;
+	huge_hooks.alloc = huge_alloc;
+	huge_hooks.dalloc = NULL;
+	huge_ok = true;
+}
+
+/* The hooks for a new arena of e: NULL for jemalloc's own. */
+static extent_hooks_t *arena_hooks(const us_engine *e)
+{
+	if (!e->hugepages)
+		return NULL;
+	pthread_once(&huge_once, huge_init);
+	return huge_ok ? &huge_hooks : NULL;
+}
+#elif defined(US_WITH_JEMALLOC)
+static extent_hooks_t *arena_hooks(const us_engine *e)
+{
+	(void)e;
+	return NULL;
+}
+#endif
+
 bool us__arena_create(us_engine *e, unsigned *ind)
 {
 #ifdef US_WITH_JEMALLOC
 	size_t sz = sizeof(*ind);
 	ssize_t never = -1;
+	extent_hooks_t *hooks;
 	char name[64];
 
 	if (e->have_hooks || e->narenas >= e->max_arenas)
 		return false;
-	if (mallctl("arenas.create", ind, &sz, NULL, 0) != 0)
+	hooks = arena_hooks(e);
+	if (mallctl("arenas.create", ind, &sz, hooks ? &hooks : NULL, hooks ? sizeof(hooks) : 0) != 0)
 		return false;
 	/*
 	 * Freed payloads stay resident in the arena, to be reused by the next

@@ -164,7 +164,7 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 		return -EINVAL;
 	if (o.max_arenas == 0)
 		o.max_arenas = 8;
-	if (o.flusher_threads > 64)
+	if (o.flusher_threads > 64 || o.hugepages > 1)
 		return -EINVAL;
 
 	/* Allocate through the hooks from the start: a bootstrap engine. */
@@ -194,6 +194,7 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 	e->have_hooks = boot.have_hooks;
 	e->hooks = boot.hooks;
 	e->max_arenas = o.max_arenas;
+	e->hugepages = o.hugepages;
 	us_list_init(&e->backends);
 	us_list_init(&e->tcaches);
 	us_list_init(&e->syncs);

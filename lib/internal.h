@@ -490,6 +490,7 @@ struct us_engine {
 	struct us_alloc_hooks hooks;
 	unsigned max_arenas;
 	unsigned narenas;
+	bool hugepages; /* the arenas' memory advised MADV_HUGEPAGE (alloc.c) */
 	us_domain *root;
 	/* Every domain but the root by (parent, name), so creating one checks
 	 * its siblings' names in O(1) however many it has (domain.c). */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #ifdef US_WITH_JEMALLOC
 #include <jemalloc/jemalloc.h>
@@ -174,6 +175,130 @@ START_TEST(test_arenas_bounded_by_root)
 }
 END_TEST
 
+#ifdef US_WITH_JEMALLOC
+/* Whether the mapping that holds p is advised MADV_HUGEPAGE ("hg" in its
+ * VmFlags in /proc/self/smaps); -1 when p is in none. */
+static int advised_huge(const void *p)
+{
+	uintptr_t a = (uintptr_t)p, lo, hi;
+	char line[512];
+	int in = 0, found = -1;
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long l, h;
+
+		if (sscanf(line, "%lx-%lx ", &l, &h) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			lo = l;
+			hi = h;
+			in = a >= lo && a < hi;
+		} else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+			found = strstr(line, " hg") != NULL;
+			break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static void *count_alloc(void *ctx, size_t size, enum us_alloc_kind kind)
+{
+	if (kind == US_ALLOC_PAYLOAD)
+		++*(int *)ctx;
+	return malloc(size);
+}
+
+static void count_free(void *ctx, void *p, size_t size, enum us_alloc_kind kind)
+{
+	(void)ctx;
+	(void)size;
+	(void)kind;
+	free(p);
+}
+#endif
+
+/*
+ * Engine option hugepages: the payloads of an engine that asks for them lie
+ * in mappings advised MADV_HUGEPAGE, those of one that does not (the
+ * default) and the process's own heap do not; purging and destroying such an
+ * arena still give its pages back (jemalloc's hooks, forwarded); with
+ * allocator hooks the hooks serve the payloads as before; and any value but
+ * 0 and 1 is refused.
+ */
+START_TEST(test_hugepages_advised)
+{
+#ifndef US_WITH_JEMALLOC
+	fprintf(stderr, "residentpool: built without jemalloc, nothing to measure\n");
+#else
+	struct us_engine_options o;
+	struct us_alloc_hooks hooks = { count_alloc, count_free, NULL };
+	int hooked = 0, mode;
+	void *heap;
+
+	if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) {
+		fprintf(stderr, "residentpool: no transparent huge pages here\n");
+		return;
+	}
+	us_engine_options_init(&o);
+	o.clock = US_CLOCK_VIRTUAL;
+	o.memory_bytes = 64u << 20;
+	o.hugepages = 2;
+	ck_assert_int_eq(us_engine_create(&o, &(us_engine *){ NULL }), -EINVAL);
+	for (mode = 0; mode <= 1; mode++) {
+		us_engine *e;
+		struct tb t;
+		us_object *obj;
+		us_buf *b[8];
+		uint64_t purged;
+		int i;
+
+		o.hugepages = (unsigned)mode;
+		ck_assert_int_eq(us_engine_create(&o, &e), 0);
+		ck_assert(e->root->own_arena);
+		tb_init(&t, e, true, false);
+		ck_assert_int_eq(us_object_create(t.backend, e->root, NULL, &obj), 0);
+		for (i = 0; i < 8; i++) {
+			ck_assert_int_eq(us_buf_get(obj, (uint64_t)i << 20, 1u << 20, 0, &b[i]), 1);
+			memset(us_buf_data(b[i]), 0x5a, 1u << 20);
+			ck_assert_int_eq(advised_huge(us_buf_data(b[i])), mode);
+		}
+		for (i = 0; i < 8; i++)
+			ck_assert_int_eq(us_buf_drop(b[i]), 0); /* and its reference */
+		purged = arena_u64(e->root->arena, "dirty_purged");
+		ck_assert_int_eq(us_domain_purge(e->root), 0);
+		ck_assert_uint_gt(arena_u64(e->root->arena, "dirty_purged"), purged);
+		ck_assert_uint_lt(arena_resident(e->root->arena), 2u << 20);
+		tu_check(e);
+		ck_assert_int_eq(us_engine_destroy(e), 0);
+	}
+	heap = malloc(8u << 20);
+	ck_assert_ptr_nonnull(heap);
+	ck_assert_int_eq(advised_huge(heap), 0);
+	free(heap);
+
+	o.alloc = &hooks;
+	hooks.ctx = &hooked;
+	o.hugepages = 1;
+	{
+		us_engine *e;
+		struct tb t;
+		us_object *obj;
+		us_buf *b;
+
+		ck_assert_int_eq(us_engine_create(&o, &e), 0);
+		ck_assert(!e->root->has_arena);
+		tb_init(&t, e, true, false);
+		ck_assert_int_eq(us_object_create(t.backend, e->root, NULL, &obj), 0);
+		ck_assert_int_eq(us_buf_get(obj, 0, 1u << 20, 0, &b), 1);
+		ck_assert_int_eq(hooked, 1);
+		ck_assert_int_eq(us_buf_drop(b), 0);
+		ck_assert_int_eq(us_engine_destroy(e), 0);
+	}
+#endif
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("residentpool");
@@ -181,6 +306,7 @@ static Suite *suite(void)
 
 	tcase_add_test(tc, test_evictions_keep_pages);
 	tcase_add_test(tc, test_arenas_bounded_by_root);
+	tcase_add_test(tc, test_hugepages_advised);
 	suite_add_tcase(s, tc);
 	return s;
 }

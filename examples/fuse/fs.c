@@ -78,6 +78,9 @@ int ufs_engine_start(struct ufs *fs)
 	us_engine_options_init(&opts);
 	opts.memory_bytes = fs->opt.max_bytes;
 	opts.flusher_threads = fs->opt.flushers;
+	/* A first touch of a 4 KiB page costs about 15 us on a paravirtualised
+	 * guest: a cache cycling through 1 GiB spent 4 s in page faults. */
+	opts.hugepages = !fs->opt.no_hugepages;
 	ops.flush = fs->be->flush;
 	ops.commit = fs->be->commit;
 	if ((rc = us_engine_create(&opts, &fs->engine)))

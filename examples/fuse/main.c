@@ -4,7 +4,8 @@
  *               [--commit-interval TIME] [--dirty-expire TIME] [--stats FILE]
  *               [--flushers N]
  *               [--dirty-ratio N] [--xattr] [--rpcs N] [--no-cache]
- *               [--kernel-writeback] [-V] [-h]
+ *               [--kernel-writeback] [--no-hugepages]
+ *               [--direct-writeback] [-V] [-h]
  *               [FUSE options: -d, -s, -o opt,...]
  *
  * A passthrough filesystem over BACKING_DIR, or over an NFSv3 export (the
@@ -81,6 +82,10 @@ static void usage(FILE *f)
 		"                          once (NFS: WRITE3 FILE_SYNC), for comparison\n"
 		"  --kernel-writeback      let the kernel cache writes (FUSE writeback cache);\n"
 		"                          meant with --no-cache\n"
+		"  --no-hugepages          the cache's memory in 4 KiB pages (default: advised for\n"
+		"                          transparent huge pages, one page fault per 2 MiB)\n"
+		"  --direct-writeback      backing directory: write whole chunks back with O_DIRECT\n"
+		"                          (no second copy in the page cache)\n"
 		"  -d                      FUSE debug output (implies -f)\n"
 		"  -s                      one FUSE worker thread\n"
 		"  -o allow_other          let other users than the one who mounts use the mount\n"
@@ -278,6 +283,14 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 		}
 		if (strcmp(a, "--kernel-writeback") == 0) {
 			o->kernel_writeback = true;
+			continue;
+		}
+		if (strcmp(a, "--no-hugepages") == 0) {
+			o->no_hugepages = true;
+			continue;
+		}
+		if (strcmp(a, "--direct-writeback") == 0) {
+			o->direct_writeback = true;
 			continue;
 		}
 		if (strcmp(a, "-o") == 0) {

@@ -87,6 +87,8 @@ struct ufs_options {
 	bool xattr;		  /* pass extended attributes through (else ENOSYS) */
 	bool no_cache;		  /* no engine cache: every write goes to the backend at once */
 	bool kernel_writeback;	  /* FUSE_CAP_WRITEBACK_CACHE: the kernel caches writes */
+	bool no_hugepages;	  /* the cache's memory without transparent huge pages */
+	bool direct_writeback;	  /* directory backend: aligned runs written O_DIRECT */
 	unsigned rpcs;		  /* NFS: WRITE3 RPCs in flight at most */
 };
 

@@ -156,6 +156,16 @@ struct us_engine_options {
 	 * us_engine_poll() itself.
 	 */
 	unsigned flusher_threads;
+	/*
+	 * 1: the payload arenas' memory is advised for transparent huge pages
+	 * (madvise MADV_HUGEPAGE on the extents jemalloc maps for them, 2 MiB
+	 * aligned), so a pool growing into fresh memory takes a page fault per
+	 * 2 MiB rather than per 4 KiB; the rest of the process keeps the
+	 * system's setting. Resident memory grows by up to 2 MiB per arena
+	 * (pages come whole). Without jemalloc arenas (alloc hooks, a build
+	 * without jemalloc) it has no effect. 0, the default: no advice.
+	 */
+	unsigned hugepages;
 };
 
 /* Fills opts with the defaults. */
@@ -164,7 +174,8 @@ US_EXPORT void us_engine_options_init(struct us_engine_options *opts);
 /*
  * Creates an engine. opts may be NULL for the defaults.
  * Errors: -EINVAL (bad size, unknown clock, custom clock without clock_fn,
- * incomplete hooks, memory_bytes of 0, more than 64 flusher_threads), -ENOMEM.
+ * incomplete hooks, memory_bytes of 0, more than 64 flusher_threads, hugepages
+ * neither 0 nor 1), -ENOMEM.
  */
 US_EXPORT int us_engine_create(const struct us_engine_options *opts, us_engine **out);
 

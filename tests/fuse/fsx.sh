@@ -7,7 +7,9 @@
 # US_FSX_OPS=N sets the number of operations (default 5000).
 #
 # First, a short run whose model is deliberately corrupted must fail: the
-# checks can see wrong data.
+# checks can see wrong data. US_FSX_UFS_ARGS: more unstable-fuse arguments
+# (fuse_fsx_direct: --direct-writeback, which must then have written runs
+# O_DIRECT).
 source "$(dirname "$0")/common.sh"
 
 FSX=${US_FSX:-$(dirname "$UFS")/../../tests/us-fuse-fsx}
@@ -16,7 +18,8 @@ OPS=${US_FSX_OPS:-5000}
 SEED=${US_FSX_SEED:-$(( (RANDOM << 30 | RANDOM << 15 | RANDOM) + 1 ))}
 mkdir -p "$WORK/model"
 
-ufs_mount fsx "$WORK/backing" "$WORK/mnt" --max 1M --stats "$WORK/stats"
+# shellcheck disable=SC2086 # words
+ufs_mount fsx "$WORK/backing" "$WORK/mnt" --max 1M --stats "$WORK/stats" ${US_FSX_UFS_ARGS:-}
 
 if "$FSX" "$WORK/mnt" "$WORK/model" -n 400 -s "$SEED" --corrupt-model >"$WORK/corrupt.out" 2>&1; then
 	cat "$WORK/corrupt.out"
@@ -37,4 +40,9 @@ done
 peak=$(stat_of "$WORK/stats" / peak_charged)
 echo "backing files equal the model; root domain peak charged $peak of max $((1 << 20))"
 [[ -n $peak && $peak -le $((1 << 20)) ]] || fail "peak charged $peak"
+if [[ ${US_FSX_UFS_ARGS:-} == *--direct-writeback* ]]; then
+	direct=$(awk '$1 == "direct_runs" { print $2 }' "$WORK/stats")
+	echo "runs written back O_DIRECT: ${direct:-none}"
+	[[ ${direct:-0} -gt 0 ]] || fail "--direct-writeback wrote no run O_DIRECT"
+fi
 echo PASS
