@@ -40,3 +40,16 @@ nfs_mount() {
 nfs_stat() {
 	awk -v key="$2" '$1 == key { print $2; exit }' "$1"
 }
+
+# wait_exported FILE BYTES PID: until FILE (in the export) holds BYTES, or
+# PID has exited (the caller checks which). Polls every 10 ms, 5 s at most:
+# a fixed delay could miss a write of about a second.
+wait_exported() {
+	local size
+	for _ in $(seq 500); do
+		size=$(stat -c %s "$1" 2>/dev/null || echo 0)
+		[[ $size -ge $2 ]] && return 0
+		kill -0 "$3" 2>/dev/null || return 0
+		sleep 0.01
+	done
+}

@@ -17,12 +17,7 @@ writer=$!
 PIDS+=("$writer")
 # Killed as soon as the server holds the first 8 MiB (the dd takes about a
 # second at full speed: a fixed delay could miss it).
-for _ in $(seq 500); do
-	size=$(stat -c %s "$WORK/export/f" 2>/dev/null || echo 0)
-	[[ $size -ge $((8 << 20)) ]] && break
-	kill -0 $writer 2>/dev/null || break
-	sleep 0.01
-done
+wait_exported "$WORK/export/f" $((8 << 20)) $writer
 kill -0 $writer 2>/dev/null || fail "dd ended before the outage"
 wchar() { awk '$1 == "wchar:" { print $2 }' /proc/$writer/io; }
 nfs_server_kill9

@@ -14,12 +14,7 @@ writer=$!
 PIDS+=("$writer")
 # Paused as soon as the server holds the first 8 MiB: writes are in flight
 # then, and the dd (about a second at full speed) is far from its end.
-for _ in $(seq 500); do
-	size=$(stat -c %s "$WORK/export/f" 2>/dev/null || echo 0)
-	[[ $size -ge $((8 << 20)) ]] && break
-	kill -0 $writer 2>/dev/null || break
-	sleep 0.01
-done
+wait_exported "$WORK/export/f" $((8 << 20)) $writer
 kill -0 $writer 2>/dev/null || fail "dd ended before the pause"
 nfs_server_pause_for 12
 wait $writer || { cat "$WORK/dd.out"; fail "dd"; }
