@@ -258,6 +258,15 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 			"--stats",	 "--flushers",	"--dirty-ratio",    "--rpcs",
 			"--dirty-expire"
 		};
+		/* The options without a value: each sets its flag. */
+		const struct {
+			const char *name;
+			bool *on;
+		} flags[] = { { "--xattr", &o->xattr },
+			      { "--no-cache", &o->no_cache },
+			      { "--kernel-writeback", &o->kernel_writeback },
+			      { "--no-hugepages", &o->no_hugepages },
+			      { "--direct-writeback", &o->direct_writeback } };
 		size_t k;
 
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -273,24 +282,11 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 			fuse_lowlevel_version();
 			exit(0);
 		}
-		if (strcmp(a, "--xattr") == 0) {
-			o->xattr = true;
-			continue;
-		}
-		if (strcmp(a, "--no-cache") == 0) {
-			o->no_cache = true;
-			continue;
-		}
-		if (strcmp(a, "--kernel-writeback") == 0) {
-			o->kernel_writeback = true;
-			continue;
-		}
-		if (strcmp(a, "--no-hugepages") == 0) {
-			o->no_hugepages = true;
-			continue;
-		}
-		if (strcmp(a, "--direct-writeback") == 0) {
-			o->direct_writeback = true;
+		for (k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
+			if (strcmp(a, flags[k].name) == 0)
+				break;
+		if (k < sizeof(flags) / sizeof(flags[0])) {
+			*flags[k].on = true;
 			continue;
 		}
 		if (strcmp(a, "-o") == 0) {
