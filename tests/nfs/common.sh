@@ -53,3 +53,30 @@ wait_exported() {
 		sleep 0.01
 	done
 }
+
+# stats_next FILE: returns once the daemon has written FILE again (it
+# renames a new one into place each second), so that what is read next was
+# taken after this call; waited for with inotify, 5 s at most (status 1).
+stats_next() {
+	python3 - "$1" <<'PY'
+import ctypes, os, select, struct, sys, time
+d, name = os.path.split(os.path.abspath(sys.argv[1]))
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+IN_MOVED_TO, IN_CLOSE_WRITE = 0x80, 0x8
+if fd < 0 or libc.inotify_add_watch(fd, d.encode(), IN_MOVED_TO | IN_CLOSE_WRITE) < 0:
+    sys.exit("inotify: " + os.strerror(ctypes.get_errno()))
+end = time.monotonic() + 5
+while time.monotonic() < end:
+    if not select.select([fd], [], [], end - time.monotonic())[0]:
+        break
+    buf, off = os.read(fd, 65536), 0
+    while off < len(buf):
+        _, _, _, n = struct.unpack_from("iIII", buf, off)
+        ev = buf[off + 16:off + 16 + n].rstrip(b"\0").decode()
+        off += 16 + n
+        if ev == name:
+            sys.exit(0)
+sys.exit(1)
+PY
+}

@@ -42,7 +42,7 @@ echo "while down (4 s, from 1 s after the kill): the writer wrote $((w2 - w1)) b
 [[ $((w2 - w1)) -le $MAX ]] || fail "the writer was not throttled: $((w2 - w1)) bytes while down"
 [[ $peak_down -le $MAX ]] || fail "charged $peak_down over the max while down"
 [[ $(sha256sum <"$WORK/export/f") == "$src_sum" ]] || fail "the exported file differs"
-sleep 1.2
+stats_next "$WORK/stats" || fail "no stats file written"
 peak=$(stat_of "$WORK/stats" / peak_charged)
 reconnects=$(nfs_stat "$WORK/stats" nfs_reconnects)
 errors=$(nfs_stat "$WORK/stats" nfs_write_errors)

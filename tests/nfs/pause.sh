@@ -19,7 +19,7 @@ kill -0 $writer 2>/dev/null || fail "dd ended before the pause"
 nfs_server_pause_for 12
 wait $writer || { cat "$WORK/dd.out"; fail "dd"; }
 cmp "$WORK/src" "$WORK/export/f" || fail "the exported file differs"
-sleep 1.2
+stats_next "$WORK/stats" || fail "no stats file written"
 errors=$(nfs_stat "$WORK/stats" nfs_write_errors)
 reconnects=$(nfs_stat "$WORK/stats" nfs_reconnects)
 wconnects=$(nfs_stat "$WORK/stats" nfs_write_connects)

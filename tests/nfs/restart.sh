@@ -24,8 +24,10 @@ nfs_mount rs "$WORK/mnt" --max 32M --stats "$WORK/stats" --commit-interval 60s \
 
 # The writer: 192 MiB and fsync (all committed), 1 MiB more, then waits
 # for $WORK/go; the rest, fsync; prints the seconds its last fsync took.
+# paused and go are FIFOs: each side blocks until the other opens it.
 # (fd 9, the NFS server lock, not inherited: a writer left behind must not
 # hold it)
+mkfifo "$WORK/paused" "$WORK/go"
 python3 - "$WORK/src" "$WORK/mnt/f" "$WORK" >"$WORK/writer.out" 2>&1 9>&- <<'PY' &
 import os, sys, time
 src, dst, work = sys.argv[1:]
@@ -36,9 +38,8 @@ for i in range(256):
     if i == 192:
         os.fsync(fd)
     if i == 193:
-        open(work + '/paused', 'w').close()
-        while not os.path.exists(work + '/go'):
-            time.sleep(0.05)
+        open(work + '/paused', 'w').close()  # a FIFO: returns once read
+        open(work + '/go').read()            # a FIFO: returns once written
     os.write(fd, data[i * mib:(i + 1) * mib])
 t = time.monotonic()
 os.fsync(fd)
@@ -48,16 +49,13 @@ PY
 writer=$!
 PIDS+=("$writer")
 
-for _ in $(seq 600); do [[ -e $WORK/paused ]] && break; kill -0 $writer || break; sleep 0.05; done
-[[ -e $WORK/paused ]] || { cat "$WORK/writer.out"; fail "the writer did not reach its pause"; }
+timeout 60 cat "$WORK/paused" || { cat "$WORK/writer.out"; fail "the writer did not reach its pause"; }
 # The last MiB is written back (dirty expiry) as WRITE3 UNSTABLE and, under
-# every threshold, left uncommitted: wait until the stats file (rewritten
-# each second: one written after the pause) shows it, and nothing dirty or
-# in writeback.
-sleep 1.2
+# every threshold, left uncommitted: wait until a stats file written after
+# the pause shows it, and nothing dirty or in writeback.
 unstable=0
-for _ in $(seq 100); do
-	sleep 0.2
+for _ in $(seq 20); do
+	stats_next "$WORK/stats" || fail "no stats file written"
 	unstable=$(stat_of "$WORK/stats" / unstable)
 	dirty=$(stat_of "$WORK/stats" / dirty)
 	wb=$(stat_of "$WORK/stats" / writeback)
@@ -68,8 +66,9 @@ done
 t0=$(date +%s.%N)
 nfs_server_kill9
 # Nothing can be committed while the server is down: what the stats show
-# now was answered by the killed server and never committed.
-sleep 1.3
+# now (a stats file written after the kill) was answered by the killed
+# server and never committed.
+stats_next "$WORK/stats" || fail "no stats file written"
 unstable=$(stat_of "$WORK/stats" / unstable)
 echo "[$SECONDS s] server killed with $unstable bytes unstable (answered, not committed)"
 # ganesha wrote them into its page cache, which a SIGKILL does not lose;
@@ -81,20 +80,20 @@ truncate -s $((192 << 20)) "$WORK/export/f"
 nfs_server_restart
 t1=$(date +%s.%N)
 [[ -n $unstable && $unstable -gt 0 ]] || fail "no unstable data while the server was down"
-touch "$WORK/go"
+echo >"$WORK/go"
 wait $writer || { cat "$WORK/writer.out"; fail "the writer failed (fsync)"; }
 t2=$(date +%s.%N)
 cat "$WORK/writer.out"
 echo "[$SECONDS s] writer done"
 [[ $(sha256sum <"$WORK/export/f") == "$src_sum" ]] || fail "the exported file differs"
-sleep 1.2 # the stats of after the fsync
+stats_next "$WORK/stats" || fail "no stats file written" # the stats of after the fsync
 changes=$(nfs_stat "$WORK/stats" nfs_verifier_changes)
 resent=$(nfs_stat "$WORK/stats" nfs_resent_bytes)
 outage=$(nfs_stat "$WORK/stats" nfs_last_outage_ms)
 peak=$(stat_of "$WORK/stats" / peak_charged)
 ufs_unmount rs "$WORK/mnt"
 [[ $(sha256sum <"$WORK/export/f") == "$src_sum" ]] || fail "the exported file differs after unmount"
-printf 'restart: server down %.2f s (killed, 1.3 s, started again); the client reconnected after %s ms\n' \
+printf 'restart: server down %.2f s (killed, a stats file, started again); the client reconnected after %s ms\n' \
 	"$(echo "$t1 - $t0" | bc)" "$outage"
 printf 'restart: %s verifier change(s), %s bytes written again; the rest written and fsync()ed %.2f s after the restart\n' \
 	"$changes" "$resent" "$(echo "$t2 - $t1" | bc)"

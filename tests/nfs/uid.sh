@@ -17,7 +17,7 @@ setpriv --reuid=65534 --regid=65534 --clear-groups \
 	dd if="$WORK/src" of="$WORK/mnt/nobody" bs=1M conv=fsync status=none ||
 	fail "nobody could not write"
 head -c 10M "$WORK/src" >"$WORK/mnt/root"
-sleep 1.2
+stats_next "$WORK/stats" || fail "no stats file written"
 n=$(stat_of "$WORK/stats" uid:65534 peak_charged)
 r=$(stat_of "$WORK/stats" uid:0 peak_charged)
 ufs_unmount uid "$WORK/mnt"
