@@ -439,7 +439,7 @@ static uint64_t pipeline_pause(const us_object *o, uint64_t floor)
 	us_backend *bk = wb->backend;
 	double ns = (double)(wb->dirty + wb->writeback) * 1e9 / (double)(rate ? rate : 1) +
 		    (double)bk->commit_lat_ns;
-	uint64_t now = us__now(e), end;
+	uint64_t now = us__now(e), end, lo;
 	bool at_end = false;
 
 	/* A commit in flight frees its batch when it ends: wake then, even
@@ -461,10 +461,9 @@ static uint64_t pipeline_pause(const us_object *o, uint64_t floor)
 			ns = (double)(bk->commit_lat_ns / 4);
 		}
 	}
-	if (at_end && ns < (double)min_pause(o, floor))
-		return ns < (double)floor ? floor : (uint64_t)ns;
-	if (ns < (double)min_pause(o, floor))
-		return min_pause(o, floor);
+	lo = at_end ? floor : min_pause(o, floor);
+	if (ns < (double)lo)
+		return lo;
 	return ns >= (double)e->max_pause_ns ? e->max_pause_ns : (uint64_t)ns;
 }
 
@@ -473,10 +472,11 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 	struct throttle t = THROTTLE_INIT;
 	us_engine *e = o->engine;
 	uint64_t bw = us__wb_link_rate(o->wb), pause, floor;
+	struct level l;
 
 	t.wb = o->wb;
 	t.obj = o;
-	floor = pause_floor(o, eval(o->domain, &t));
+	l = eval(o->domain, &t);
 	/* A locked dirtying took a domain past its background threshold with
 	 * credit still out: that credit must not be spent (see below). */
 	if (t.spent)
@@ -487,6 +487,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		/* Wait for about the time it takes to clean this much, or a
 		 * tick; but not past the end of the commit in flight, which
 		 * frees a batch (pipeline_pause()). */
+		floor = pause_floor(o, l);
 		pause = full_rate_pause(e, bytes ? bytes : 1, (double)bw);
 		if (pause < min_pause(o, floor))
 			pause = min_pause(o, floor);
@@ -507,6 +508,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		*pause_ns = 0;
 		return 0;
 	}
+	floor = pause_floor(o, l); /* only where a pause may be returned */
 	o->pause_debt_ns += full_rate_pause(e, bytes, (double)bw * t.pos);
 	if (o->pause_debt_ns < min_pause(o, floor)) {
 		*pause_ns = 0;

@@ -400,8 +400,7 @@ void us__pipe_update_marked(us_engine *e)
 
 	us_list_for_each (pos, &e->pipe_decay)
 		us__pipe_mark(us_container_of(pos, us_domain, pipe_decay_link));
-	if (e->root->pipe_marked)
-		pipe_update_marked(e->root);
+	us__pipe_update_chains(e);
 }
 
 uint64_t us_object_bandwidth(const us_object *o)
