@@ -175,6 +175,74 @@ START_TEST(test_arenas_bounded_by_root)
 }
 END_TEST
 
+/*
+ * A run of payloads freed together is taken again: 32 MiB of 64 KiB
+ * buffers dropped in offset order (as a writer drops clean chunks behind,
+ * or a reclaim batch evicts), then 32 MiB written again. Merged, the free
+ * run would be 512 times the payload size, past what jemalloc carves an
+ * allocation out of (64 times), and the second 32 MiB would map fresh
+ * memory: the arena's resident memory stays where the first 32 MiB put it,
+ * nothing is purged, and the second pass faults in no new pages.
+ */
+START_TEST(test_dropped_run_reused)
+{
+#ifndef US_WITH_JEMALLOC
+	fprintf(stderr, "residentpool: built without jemalloc, nothing to measure\n");
+#else
+	enum { N = 512 };
+	static us_buf *bufs[N];
+	us_engine *e = tu_engine(1u << 30);
+	struct tb t;
+	us_domain *d;
+	us_object *o;
+	size_t r1, r2, mapped1, mapped2;
+	uint64_t purged;
+	long faults;
+	int pass, i;
+
+	tb_init(&t, e, true, false);
+	ck_assert_int_eq(us_domain_create(e, NULL, "d", US_DOMAIN_ARENA, &d), 0);
+	ck_assert(d->own_arena);
+	ck_assert_int_eq(us_object_create(t.backend, d, NULL, &o), 0);
+	r1 = mapped1 = 0;
+	purged = 0;
+	faults = 0;
+	for (pass = 0; pass < 2; pass++) {
+		if (pass == 1)
+			faults = minor_faults();
+		for (i = 0; i < N; i++) {
+			ck_assert_int_eq(us_buf_get(o, (uint64_t)i << 16, 1 << 16, 0, &bufs[i]), 1);
+			memset(us_buf_data(bufs[i]), 0x5a, 1 << 16);
+		}
+		if (pass == 1)
+			faults = minor_faults() - faults;
+		for (i = 0; i < N; i++)
+			ck_assert_int_eq(us_buf_drop(bufs[i]), 0);
+		if (pass == 0) {
+			r1 = arena_resident(d->arena);
+			mapped1 = (size_t)arena_u64(d->arena, "mapped");
+			purged = arena_u64(d->arena, "dirty_purged");
+		}
+	}
+	r2 = arena_resident(d->arena);
+	mapped2 = (size_t)arena_u64(d->arena, "mapped");
+	fprintf(stderr,
+		"residentpool: 32 MiB dropped and written again: resident %zu -> %zu KiB, "
+		"mapped %zu -> %zu KiB, %ld faults\n",
+		r1 >> 10, r2 >> 10, mapped1 >> 10, mapped2 >> 10, faults);
+	ck_assert_uint_ge(r1, 32u << 20);
+	ck_assert_uint_le(r2, r1 + (1u << 20));
+	ck_assert_uint_le(mapped2, mapped1 + (1u << 20));
+	ck_assert_uint_eq(arena_u64(d->arena, "dirty_purged"), purged);
+#if !defined(__SANITIZE_THREAD__)
+	ck_assert_int_lt(faults, 1024); /* 8,192 pages written */
+#endif
+	tu_check(e);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+#endif
+}
+END_TEST
+
 #ifdef US_WITH_JEMALLOC
 /* Whether the mapping that holds p is advised MADV_HUGEPAGE ("hg" in its
  * VmFlags in /proc/self/smaps); -1 when p is in none. */
@@ -306,6 +374,7 @@ static Suite *suite(void)
 
 	tcase_add_test(tc, test_evictions_keep_pages);
 	tcase_add_test(tc, test_arenas_bounded_by_root);
+	tcase_add_test(tc, test_dropped_run_reused);
 	tcase_add_test(tc, test_hugepages_advised);
 	suite_add_tcase(s, tc);
 	return s;
