@@ -162,13 +162,27 @@ static void domain_name(const char *prefix, const char *key, char *out, size_t l
 }
 
 /* --dirty-ratio N: the dirty limit at N % of the domain's max, the
- * background threshold at half of it. */
+ * background threshold at half of it. --dirty-max: the root's at most that
+ * many bytes, background at half (so every domain's, the root's being the
+ * bound of the whole tree), when its ratio would give more. A ratio is
+ * raised by the engine for the commit pipeline (bytes written per commit
+ * latency); for a backing directory that rate is the copy into the page
+ * cache, and the commit, an fdatasync, grows with what it covers: without
+ * the bound, a 2 GiB max held 640 MiB pinned and filled the cache with
+ * fresh memory. */
 void ufs_domain_ratios(struct ufs *fs, us_domain *d)
 {
-	if (!fs->opt.dirty_ratio)
-		return;
-	us_domain_set_limit(d, US_LIMIT_DIRTY_RATIO, fs->opt.dirty_ratio);
-	us_domain_set_limit(d, US_LIMIT_DIRTY_BG_RATIO, fs->opt.dirty_ratio / 2);
+	unsigned ratio = fs->opt.dirty_ratio ? fs->opt.dirty_ratio : 20;
+
+	if (fs->opt.dirty_ratio) {
+		us_domain_set_limit(d, US_LIMIT_DIRTY_RATIO, fs->opt.dirty_ratio);
+		us_domain_set_limit(d, US_LIMIT_DIRTY_BG_RATIO, fs->opt.dirty_ratio / 2);
+	}
+	if (d == us_engine_root(fs->engine) && fs->opt.dirty_max &&
+	    fs->opt.max_bytes / 100 * ratio > fs->opt.dirty_max) {
+		us_domain_set_limit(d, US_LIMIT_DIRTY_BYTES, fs->opt.dirty_max);
+		us_domain_set_limit(d, US_LIMIT_DIRTY_BG_BYTES, fs->opt.dirty_max / 2);
+	}
 }
 
 /* With dom_lock held: the domain of key, made on first use. */
@@ -278,6 +292,8 @@ void ufs_stats_write(struct ufs *fs, FILE *f)
 			    *d->limit_path ? d->limit_path : NULL,
 			    *d->limit_path ? ufs_cgroup_limit(fs, d->limit_path) : 0);
 	pthread_mutex_unlock(&fs->dom_lock);
+	fprintf(f, "cache\ndropped_behind %llu\n\n",
+		(unsigned long long)atomic_load(&fs->dropped_behind));
 	if (fs->be && fs->be->stats)
 		fs->be->stats(fs, f);
 }

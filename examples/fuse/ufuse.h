@@ -89,6 +89,9 @@ struct ufs_options {
 	bool kernel_writeback;	  /* FUSE_CAP_WRITEBACK_CACHE: the kernel caches writes */
 	bool no_hugepages;	  /* the cache's memory without transparent huge pages */
 	bool direct_writeback;	  /* directory backend: aligned runs written O_DIRECT */
+	uint64_t clean_max;	  /* clean data a domain keeps before writers drop it behind
+				     (UINT64_MAX: all, up to the max) */
+	uint64_t dirty_max;	  /* the root's dirty limit at most, in bytes (0: the ratio's) */
 	unsigned rpcs;		  /* NFS: WRITE3 RPCs in flight at most */
 };
 
@@ -107,6 +110,7 @@ struct ufs_inode {
 	 * ctime until the backing file has it (ufs_inode_times()); tv_sec 0:
 	 * none. Under data_lock. */
 	struct timespec mtime;
+	uint64_t drop_cursor; /* where drop-behind looks next; under io_lock */
 };
 
 /* Gives the backing file the mtime of the cached writes (call after the
@@ -133,6 +137,7 @@ struct ufs {
 	us_engine *engine;
 	us_backend *backend;
 	atomic_uint_fast64_t seq; /* the last write sequence number handed out */
+	atomic_uint_fast64_t dropped_behind; /* clean chunks dropped by writers (fs.c) */
 
 	pthread_mutex_t itable_lock;
 	pthread_cond_t itable_cond; /* an inode finished closing */

@@ -30,6 +30,10 @@ expect2 "$dir/b" "$dir/m" --commit-interval 0
 expect2 "$dir/b" "$dir/m" --commit-interval 5y
 expect2 "$dir/b" "$dir/m" --cgroup-percent 0
 expect2 "$dir/b" "$dir/m" --flushers x
+expect2 "$dir/b" "$dir/m" --clean-max lots
+expect2 "$dir/b" "$dir/m" --clean-max -1
+expect2 "$dir/b" "$dir/m" --dirty-max 1K
+expect2 "$dir/b" "$dir/m" --dirty-max
 expect2 "$dir/b" "$dir/m" --stats ""
 expect2 "$dir/b" "$dir/m" --bogus
 expect2 "$dir/b" "$dir/m" -o no_such_fuse_option

@@ -3,6 +3,11 @@
 # it completes, the backing file is the source byte for byte (read through
 # the mount and, after unmount, directly), and the root domain's peak charge
 # never passed 16 MiB.
+#
+# Then 256 MiB through a 1 GiB max, --dirty-max 32M and --clean-max 8M: the
+# writer drops clean chunks behind, so the cache stays near 8 + 32 MiB
+# instead of keeping the whole file, and the file is intact; with
+# --clean-max max nothing is dropped and the cache keeps it all.
 source "$(dirname "$0")/common.sh"
 
 MAX=$((16 << 20))
@@ -22,4 +27,24 @@ charged=$(stat_of "$WORK/stats" / charged)
 echo "root domain: peak charged $peak of max $MAX, enomem $enomem, charged at exit $charged"
 [[ -n $peak && $peak -gt 0 && $peak -le $MAX ]] || fail "peak charged $peak"
 [[ $enomem -eq 0 ]] || fail "enomem $enomem"
+
+src256_sum=$(head -c 256M "$WORK/src" | sha256sum)
+for clean in 8M max; do
+	rm -f "$WORK/backing/g"
+	ufs_mount big "$WORK/backing" "$WORK/mnt" --max 1G --dirty-max 32M --clean-max $clean \
+		--stats "$WORK/stats.$clean"
+	dd if="$WORK/src" of="$WORK/mnt/g" bs=1M count=256 conv=fsync 2>"$WORK/dd.out" ||
+		{ cat "$WORK/dd.out"; fail "dd with --clean-max $clean"; }
+	[[ $(sha256sum <"$WORK/mnt/g") == "$src256_sum" ]] || fail "--clean-max $clean: read differs"
+	ufs_unmount big "$WORK/mnt"
+	[[ $(sha256sum <"$WORK/backing/g") == "$src256_sum" ]] || fail "--clean-max $clean: backing differs"
+	peak=$(stat_of "$WORK/stats.$clean" / peak_charged)
+	drops=$(awk '$1 == "dropped_behind" { print $2 }' "$WORK/stats.$clean")
+	echo "256 MiB through a 1 GiB max, --clean-max $clean: $(dd_rate "$WORK/dd.out"), peak charged $((peak >> 20)) MiB, $drops chunks dropped behind"
+	if [[ $clean == max ]]; then
+		[[ $drops -eq 0 && $peak -ge $((256 << 20)) ]] || fail "--clean-max max: dropped $drops, peak $peak"
+	else
+		[[ $drops -gt 1000 && $peak -le $((64 << 20)) ]] || fail "--clean-max 8M: dropped $drops, peak $peak"
+	fi
+done
 echo PASS

@@ -9,7 +9,8 @@
 # First, a short run whose model is deliberately corrupted must fail: the
 # checks can see wrong data. US_FSX_UFS_ARGS: more unstable-fuse arguments
 # (fuse_fsx_direct: --direct-writeback, which must then have written runs
-# O_DIRECT).
+# O_DIRECT; fuse_fsx_dropbehind: --clean-max 0, which must have dropped
+# clean chunks behind).
 source "$(dirname "$0")/common.sh"
 
 FSX=${US_FSX:-$(dirname "$UFS")/../../tests/us-fuse-fsx}
@@ -44,5 +45,10 @@ if [[ ${US_FSX_UFS_ARGS:-} == *--direct-writeback* ]]; then
 	direct=$(awk '$1 == "direct_runs" { print $2 }' "$WORK/stats")
 	echo "runs written back O_DIRECT: ${direct:-none}"
 	[[ ${direct:-0} -gt 0 ]] || fail "--direct-writeback wrote no run O_DIRECT"
+fi
+if [[ ${US_FSX_UFS_ARGS:-} == *--clean-max* ]]; then
+	dropped=$(awk '$1 == "dropped_behind" { print $2 }' "$WORK/stats")
+	echo "clean chunks dropped behind: ${dropped:-none}"
+	[[ ${dropped:-0} -gt 0 ]] || fail "--clean-max dropped no chunk behind"
 fi
 echo PASS
