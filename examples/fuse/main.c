@@ -55,7 +55,7 @@
  * ufs_domain_ratios()): 1 GiB through a 2 GiB max ran at 171 MB/s without
  * them, 524 with (passthrough: 745), the daemon's memory 1,097 -> 181 MiB. */
 #define UFS_DEFAULT_CLEAN_MAX ((uint64_t)32 << 20)
-#define UFS_DEFAULT_DIRTY_MAX ((uint64_t)128 << 20)
+#define UFS_DEFAULT_DIRTY_MAX ((uint64_t)64 << 20)
 
 static void usage(FILE *f)
 {
@@ -83,7 +83,7 @@ static void usage(FILE *f)
 		"                          of it (default 50)\n"
 		"  --dirty-max SIZE        the most dirty, writeback and unstable data in all,\n"
 		"                          background writeback from half of it, when the ratio\n"
-		"                          gives more (default 128M; 0: the ratio's)\n"
+		"                          gives more (default 64M; 0: the ratio's)\n"
 		"  --clean-max SIZE        clean (written back and committed) data a domain keeps\n"
 		"                          for reads; beyond it writers drop clean chunks of their\n"
 		"                          file behind (default 32M; max: keep up to the max)\n"
