@@ -1033,6 +1033,11 @@ static void *ufs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	 * file unlinks it (no .fuse_hidden rename). */
 	cfg->nullpath_ok = 1;
 	cfg->hard_remove = 1;
+	/* Attributes are not cached by the kernel: link, unlink and rename
+	 * change a file's ctime in the backing filesystem (and a write its
+	 * times here), which a second of cached attributes hid from stat (as
+	 * libfuse's passthrough example, which sets it too). */
+	cfg->attr_timeout = 0;
 	/* The filesystem is the cache: the kernel writes through to it;
 	 * unless --kernel-writeback (meant with --no-cache: the kernel's page
 	 * cache in front of an uncached client, for comparison). */

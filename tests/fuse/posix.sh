@@ -2,8 +2,9 @@
 # POSIX as the backing filesystem does it: creation modes under the
 # caller's umask, ownership of what a user creates, the kernel's permission
 # checks (EACCES/EPERM where the backing directory gives them, run as an
-# unprivileged user), times and blocks of cached writes, -V, and the exit
-# status after a clean SIGTERM unmount.
+# unprivileged user), times and blocks of cached writes, the times that
+# rename, link, unlink, truncate and chmod change, -V, and the exit status
+# after a clean SIGTERM unmount.
 . "$(dirname "$0")/common.sh"
 
 command -v setpriv >/dev/null || skip "no setpriv (util-linux)"
@@ -150,6 +151,43 @@ for b in known: print("KNOWN (not fixed):", b, file=sys.stderr)
 for b in bad: print("FAIL:", b, file=sys.stderr)
 sys.exit(1 if bad else 0)
 PY
+
+# rename, link, unlink, truncate, chmod and writes move a file's ctime and
+# mtime as on the backing directory, at once (a file with cached writes
+# open meanwhile, and one without): the same sequence in both, each step's
+# direction of change (+ later, = same) compared.
+times_of() {
+	python3 - "$1" <<'PY'
+import os, sys, time
+d = sys.argv[1]
+out = []
+for cached in (True, False):
+    f, g, h = (d + "/t%s%d" % (n, cached) for n in "fgh")
+    fd = os.open(f, os.O_CREAT | os.O_RDWR, 0o644)
+    if cached:
+        os.write(fd, b"x" * 5000)
+    prev = os.stat(f)
+    def step(name, op, path):
+        global prev
+        time.sleep(0.02) # past the backing filesystem's clock granularity
+        op()
+        st = os.stat(path)
+        c = lambda a, b: "+" if b > a else ("=" if b == a else "-")
+        out.append("%s:%s%s" % (name, c(prev.st_mtime_ns, st.st_mtime_ns), c(prev.st_ctime_ns, st.st_ctime_ns)))
+        prev = st
+    step("write", lambda: os.pwrite(fd, b"y" * 100, 10), f)
+    step("rename", lambda: os.rename(f, g), g)
+    step("link", lambda: os.link(g, h), g)
+    step("unlink", lambda: os.unlink(h), g)
+    step("truncate", lambda: os.truncate(g, 100), g)
+    step("chmod", lambda: os.chmod(g, 0o600), g)
+    os.close(fd)
+print(" ".join(out))
+PY
+}
+mt=$(times_of "$M") rt=$(times_of "$R")
+echo "times (mtime ctime per step): mount $mt"
+[[ $mt == "$rt" ]] || bad "times through the mount: $mt; the backing directory's: $rt"
 
 # SIGTERM: a clean unmount that wrote everything back exits 0.
 kill -TERM "$UFS_PID_main"
