@@ -723,6 +723,106 @@ static int ufs_release(const char *path, struct fuse_file_info *fi)
 /* Metadata: passthrough, with the cached size and coherent truncate,        */
 /* unlink and rename.                                                        */
 
+/*
+ * Open files unlinked. libfuse keeps an open file's node by a name: when a
+ * file is unlinked (or renamed over) while open, it first renames it to
+ * ".fuse_hidden" and 16 hex digits, and unlinks that name after the last
+ * release. A node that lost its name instead (hard_remove) makes libfuse
+ * answer fstat() with ESTALE, since the kernel sends no handle with it; and
+ * a backing file renamed so would show in its directory and keep its link
+ * count. So that rename, for a file with an inode record here (open and
+ * cached), unlinks the backing file at once and remembers the hidden name
+ * for the inode: getattr (fstat: nlink 0, as on the backing filesystem),
+ * truncate, chmod, chown and utimens of that name use the inode's own
+ * descriptor, and the unlink after the last release forgets the name. It is
+ * seen nowhere else: it is not in the backing directory. (A user renaming an
+ * open file to such a name himself would unlink it: libfuse reserves them.)
+ */
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	return b ? b + 1 : path;
+}
+
+static bool hidden_name(const char *path)
+{
+	const char *b = base_name(path);
+
+	return strncmp(b, ".fuse_hidden", 12) == 0 && strlen(b) == 28 &&
+	       strspn(b + 12, "0123456789abcdef") == 16;
+}
+
+/* The inode behind a hidden name, with one more open, or NULL. */
+static struct ufs_inode *hidden_find(struct ufs *fs, const char *path)
+{
+	struct ufs_hidden *hd;
+	struct ufs_inode *ino = NULL;
+
+	if (!path || !hidden_name(path))
+		return NULL;
+	pthread_mutex_lock(&fs->itable_lock);
+	for (hd = fs->hidden; hd && strcmp(hd->name, base_name(path)) != 0; hd = hd->next)
+		;
+	if (hd && (ino = ifind(fs, hd->dev, hd->ino)) && !ino->closing)
+		ino->opens++;
+	else
+		ino = NULL;
+	pthread_mutex_unlock(&fs->itable_lock);
+	return ino;
+}
+
+/* Forgets a hidden name: whether it was one. */
+static bool hidden_forget(struct ufs *fs, const char *path)
+{
+	struct ufs_hidden **pp, *hd = NULL;
+
+	if (!hidden_name(path))
+		return false;
+	pthread_mutex_lock(&fs->itable_lock);
+	for (pp = &fs->hidden; *pp; pp = &(*pp)->next)
+		if (strcmp((*pp)->name, base_name(path)) == 0) {
+			hd = *pp;
+			*pp = hd->next;
+			break;
+		}
+	pthread_mutex_unlock(&fs->itable_lock);
+	free(hd);
+	return hd != NULL;
+}
+
+/* libfuse hides the open file from (see above): 1 when done here, 0 when
+ * the file has no inode record (the backing file is then renamed), or a
+ * negative errno. */
+static int hidden_make(struct ufs *fs, const char *from, const char *to)
+{
+	struct ufs_hidden *hd;
+	struct ufs_inode *ino;
+	struct stat st;
+	int rc;
+
+	if (!hidden_name(to) || fs->be->lstat(fs, rel(from), &st) != 0 ||
+	    !(ino = inode_find(fs, &st)))
+		return 0;
+	if (!(hd = calloc(1, sizeof(*hd)))) {
+		inode_put(fs, ino);
+		return -ENOMEM;
+	}
+	snprintf(hd->name, sizeof(hd->name), "%s", base_name(to));
+	hd->dev = ino->dev;
+	hd->ino = ino->ino;
+	if ((rc = fs->be->unlink(fs, rel(from))) == 0) {
+		pthread_mutex_lock(&fs->itable_lock);
+		hd->next = fs->hidden;
+		fs->hidden = hd;
+		pthread_mutex_unlock(&fs->itable_lock);
+	} else {
+		free(hd);
+	}
+	inode_put(fs, ino);
+	return rc ? rc : 1;
+}
+
 static int ufs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
 	struct ufs *fs = ufs_self();
@@ -730,10 +830,14 @@ static int ufs_getattr(const char *path, struct stat *st, struct fuse_file_info 
 	struct ufs_inode *ino;
 	int rc;
 
-	if (h)
+	if (h) {
 		rc = fs->be->fstat(fs, h->file, st);
-	else
+	} else if ((ino = hidden_find(fs, path))) {
+		rc = fs->be->fstat(fs, ino->file, st);
+		inode_put(fs, ino);
+	} else {
 		rc = fs->be->lstat(fs, rel(path), st);
+	}
 	if (rc != 0)
 		return rc;
 	if ((ino = inode_find(fs, st))) {
@@ -797,6 +901,11 @@ static int ufs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 		return inode_truncate(fs, h->ino, (uint64_t)size);
 	if (h)
 		return fs->be->ftruncate(fs, h->file, (uint64_t)size);
+	if ((ino = hidden_find(fs, path))) {
+		rc = inode_truncate(fs, ino, (uint64_t)size);
+		inode_put(fs, ino);
+		return rc;
+	}
 	if ((rc = fs->be->stat(fs, rel(path), &st)))
 		return rc;
 	if ((ino = inode_find(fs, &st))) {
@@ -811,9 +920,13 @@ static int ufs_unlink(const char *path)
 {
 	struct ufs *fs = ufs_self();
 	struct stat st;
-	bool had = fs->be->lstat(fs, rel(path), &st) == 0;
-	int rc = fs->be->unlink(fs, rel(path));
+	bool had;
+	int rc;
 
+	if (hidden_forget(fs, path))
+		return 0; /* after the last release of an open file unlinked */
+	had = fs->be->lstat(fs, rel(path), &st) == 0;
+	rc = fs->be->unlink(fs, rel(path));
 	if (rc)
 		return rc;
 	if (had)
@@ -825,10 +938,14 @@ static int ufs_rename(const char *from, const char *to, unsigned int flags)
 {
 	struct ufs *fs = ufs_self();
 	struct stat st;
-	bool had = fs->be->lstat(fs, rel(to), &st) == 0;
-	/* The cache follows the inode, not the name: nothing moves. */
-	int rc = fs->be->rename(fs, rel(from), rel(to), flags);
+	bool had;
+	int rc;
 
+	if (!flags && (rc = hidden_make(fs, from, to)) != 0)
+		return rc < 0 ? rc : 0;
+	had = fs->be->lstat(fs, rel(to), &st) == 0;
+	/* The cache follows the inode, not the name: nothing moves. */
+	rc = fs->be->rename(fs, rel(from), rel(to), flags);
 	if (rc)
 		return rc;
 	if (had && !(flags & RENAME_EXCHANGE))
@@ -848,10 +965,13 @@ static int ufs_utimens(const char *path, const struct timespec tv[2], struct fus
 	 * (cp -a, tar, rsync set them after writing). */
 	if (h && h->ino)
 		rc = inode_sync(h, h->ino);
-	else if (!h && fs->be->lstat(fs, rel(path), &st) == 0 && (ino = inode_find(fs, &st)))
+	else if (!h && ((ino = hidden_find(fs, path)) ||
+			(fs->be->lstat(fs, rel(path), &st) == 0 && (ino = inode_find(fs, &st)))))
 		rc = inode_sync(NULL, ino);
 	if (!rc && h)
 		rc = fs->be->futimens(fs, h->file, tv);
+	else if (!rc && ino && hidden_name(path))
+		rc = fs->be->futimens(fs, ino->file, tv);
 	else if (!rc)
 		rc = fs->be->utimens(fs, rel(path), tv);
 	if (!rc && (ino || (h && h->ino)))
@@ -902,8 +1022,16 @@ static int ufs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	struct ufs *fs = ufs_self();
 	struct ufs_handle *h = handle_of(fi);
 
+	struct ufs_inode *ino;
+	int rc;
+
 	if (h)
 		return fs->be->fchmod(fs, h->file, mode);
+	if ((ino = hidden_find(fs, path))) {
+		rc = fs->be->fchmod(fs, ino->file, mode);
+		inode_put(fs, ino);
+		return rc;
+	}
 	return fs->be->chmod(fs, rel(path), mode);
 }
 
@@ -912,8 +1040,16 @@ static int ufs_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_in
 	struct ufs *fs = ufs_self();
 	struct ufs_handle *h = handle_of(fi);
 
+	struct ufs_inode *ino;
+	int rc;
+
 	if (h)
 		return fs->be->fchown(fs, h->file, uid, gid);
+	if ((ino = hidden_find(fs, path))) {
+		rc = fs->be->fchown(fs, ino->file, uid, gid);
+		inode_put(fs, ino);
+		return rc;
+	}
 	return fs->be->chown(fs, rel(path), uid, gid);
 }
 
@@ -1029,10 +1165,10 @@ static int ufs_releasedir(const char *path, struct fuse_file_info *fi)
 static void *ufs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
 	cfg->use_ino = 1;
-	/* Operations on an open file use its handle, and unlinking an open
-	 * file unlinks it (no .fuse_hidden rename). */
+	/* Operations on an open file use its handle; unlinking an open file
+	 * unlinks it, under a hidden name for libfuse (hidden_make()). */
 	cfg->nullpath_ok = 1;
-	cfg->hard_remove = 1;
+	cfg->hard_remove = 0; /* hidden names, handled here (hidden_make()) */
 	/* Attributes are not cached by the kernel: link, unlink and rename
 	 * change a file's ctime in the backing filesystem (and a write its
 	 * times here), which a second of cached attributes hid from stat (as

@@ -118,6 +118,14 @@ struct ufs_inode {
  * 0 or a negative errno. */
 int ufs_inode_times(struct ufs_inode *ino);
 
+/* An open file unlinked: the hidden name libfuse gave it (fs.c). */
+struct ufs_hidden {
+	char name[64];
+	dev_t dev;
+	ino_t ino;
+	struct ufs_hidden *next;
+};
+
 /* A domain made for a uid or a cgroup. */
 struct ufs_domain {
 	char key[256];	       /* "uid:N" or the cgroup path */
@@ -142,6 +150,7 @@ struct ufs {
 	pthread_mutex_t itable_lock;
 	pthread_cond_t itable_cond; /* an inode finished closing */
 	struct ufs_inode *itable[UFS_HASH];
+	struct ufs_hidden *hidden; /* open files unlinked (fs.c); under itable_lock */
 
 	pthread_mutex_t dom_lock;
 	struct ufs_domain *domains;

@@ -101,7 +101,6 @@ python3 - "$M" "$before" "$B" <<'PY' || bad "cached attributes (above)"
 import os, sys
 m, before, backing = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 bad = []
-known = [] # not fixed yet: reported, not failed
 fd = os.open(m + "/times", os.O_RDWR)
 os.pwrite(fd, b"\0" * 262144, 0)
 st = os.stat(m + "/times")
@@ -142,12 +141,22 @@ try:
     st = os.fstat(fd)
     if st.st_nlink != 0: bad.append("fstat of an open, unlinked file: nlink %d" % st.st_nlink)
     if st.st_size != 1000: bad.append("fstat of an open, unlinked file: size %d" % st.st_size)
+    os.fchmod(fd, 0o600)
+    os.ftruncate(fd, 300)
+    os.write(fd, b"y" * 10)
+    st = os.fstat(fd)
+    if st.st_mode & 0o777 != 0o600: bad.append("fchmod of an open, unlinked file: mode %o" % st.st_mode)
+    if st.st_size != 1010: bad.append("an open, unlinked file after ftruncate and a write: size %d" % st.st_size)
+    if os.pread(fd, 10, 295) != b"x" * 5 + b"\0" * 5: bad.append("read of an open, unlinked file after ftruncate")
 except OSError as e:
-    known.append("fstat of an open, unlinked file: %s" % e)
-if os.listdir(m) and any(n.startswith(".fuse_hidden") for n in os.listdir(m)):
-    bad.append("a hidden file is left: %s" % os.listdir(m))
+    bad.append("an open, unlinked file: %s" % e)
+for where in (m, backing):
+    if any(n.startswith(".fuse_hidden") for n in os.listdir(where)):
+        bad.append("a hidden file in %s: %s" % (where, os.listdir(where)))
 os.close(fd)
-for b in known: print("KNOWN (not fixed):", b, file=sys.stderr)
+for where in (m, backing):
+    if any(n.startswith(".fuse_hidden") or n == "gone" for n in os.listdir(where)):
+        bad.append("left after the last close in %s: %s" % (where, os.listdir(where)))
 for b in bad: print("FAIL:", b, file=sys.stderr)
 sys.exit(1 if bad else 0)
 PY
