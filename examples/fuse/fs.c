@@ -414,6 +414,13 @@ int ufs_engine_stop(struct ufs *fs)
 			ifree(fs, ino);
 		}
 	}
+	/* Files unlinked and still open at the unmount. */
+	while (fs->hidden) {
+		struct ufs_hidden *hd = fs->hidden;
+
+		fs->hidden = hd->next;
+		free(hd);
+	}
 	return 0;
 }
 
