@@ -39,6 +39,9 @@ typedef int (*ufs_fill_fn)(void *ctx, const char *name, const struct stat *st);
 
 struct ufs_backend {
 	const char *name;
+	/* Its flush writes back only the dirty pages of a chunk that has some
+	 * (ufs_pages_take()): the writers then keep track of them. */
+	bool page_writeback;
 
 	/* Opens the backend (target: the directory or the URL) before the
 	 * mount; on failure prints a message naming the problem and returns a

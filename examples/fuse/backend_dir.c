@@ -178,6 +178,57 @@ static int run_iov(us_buf *const *bufs, size_t n, uint64_t end, struct iovec *io
 }
 
 /*
+ * The run's dirty pages only, when some chunk of it has a page map
+ * (ufuse.h struct ufs_pmap; bits: each chunk's, 0 for the whole chunk):
+ * each range of consecutive dirty pages, clipped to end, in one pwritev()
+ * that may span chunks. The number of ranges written, or a negative errno.
+ */
+static int write_pages(int fd, us_buf *const *bufs, size_t n, const uint32_t *bits, uint64_t end)
+{
+	struct iovec iov[64];
+	uint64_t start = 0, next = 0;
+	int niov = 0, ranges = 0, err;
+	size_t i;
+	unsigned p;
+
+	for (i = 0; i < n; i++) {
+		for (p = 0; p < 32; p++) {
+			uint64_t at = us_buf_offset(bufs[i]) + p * UFS_PAGE_BYTES, len;
+			bool dirty = at < end && (!bits[i] || (bits[i] >> p & 1));
+			char *data = (char *)us_buf_data(bufs[i]) + p * UFS_PAGE_BYTES;
+
+			/* A range ends at a clean page, a gap, the iovecs' room. */
+			if (niov && (!dirty || at != next || niov == 64)) {
+				if ((err = pwritev_all(fd, iov, niov, (off_t)start)) < 0)
+					return err;
+				ranges++;
+				niov = 0;
+			}
+			if (!dirty)
+				continue;
+			len = min_u64(UFS_PAGE_BYTES, end - at);
+			if (!niov)
+				start = at;
+			/* Pages of one chunk are adjacent in memory: one iovec. */
+			if (niov && (char *)iov[niov - 1].iov_base + iov[niov - 1].iov_len == data) {
+				iov[niov - 1].iov_len += (size_t)len;
+			} else {
+				iov[niov].iov_base = data;
+				iov[niov].iov_len = (size_t)len;
+				niov++;
+			}
+			next = at + len;
+		}
+	}
+	if (niov) {
+		if ((err = pwritev_all(fd, iov, niov, (off_t)start)) < 0)
+			return err;
+		ranges++;
+	}
+	return ranges;
+}
+
+/*
  * flush: pwritev() of the run to the backing file, clipped to the logical
  * size (a truncate may have cut the run). The data is then in the backing
  * filesystem's page cache, not durable: acknowledged UNSTABLE with a
@@ -204,6 +255,34 @@ static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 		return -ENOMEM;
 	pthread_rwlock_rdlock(&ino->data_lock);
 	end = ino->size;
+	if (!fs->opt.direct_writeback) {
+		/* Chunks written in part since they were clean: their dirty
+		 * pages only. */
+		uint32_t stack_bits[64], *bits = n > 64 ? malloc(n * sizeof(*bits)) : stack_bits;
+		bool partial = false;
+
+		for (i = 0; bits && i < n; i++) {
+			bits[i] = ufs_pages_take(ino, us_buf_offset(bufs[i]) / UFS_CHUNK_BYTES);
+			partial |= bits[i] != 0;
+		}
+		if (partial) {
+			err = write_pages(ino->file->fd, bufs, n, bits, end);
+			niov = err > 0 ? err : 0;
+			err = err < 0 ? err : 0;
+		}
+		if (bits != stack_bits)
+			free(bits);
+		if (!bits) {
+			err = -ENOMEM; /* nothing taken: written whole on the retry */
+			niov = 0;
+		}
+		if (partial || !bits) {
+			pthread_rwlock_unlock(&ino->data_lock);
+			if (iov != stack_iov)
+				free(iov);
+			goto done;
+		}
+	}
 	niov = run_iov(bufs, n, end, iov);
 	if (niov && fs->opt.direct_writeback && direct_aligned(iov, niov, offset)) {
 		int dfd = direct_fd(ino->file);
@@ -225,7 +304,7 @@ static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 	pthread_rwlock_unlock(&ino->data_lock);
 	if (iov != stack_iov)
 		free(iov);
-
+done:
 	if (err == -EINTR || err == -EAGAIN || err == -ENOMEM)
 		res = US_WRITE_ERROR;
 	else if (err)
@@ -548,6 +627,7 @@ static int dir_removexattr(struct ufs *fs, const char *rel, const char *name)
 
 const struct ufs_backend ufs_backend_dir = {
 	.name = "dir",
+	.page_writeback = true,
 	.attach = dir_attach,
 	.start = dir_start,
 	.detach = dir_detach,

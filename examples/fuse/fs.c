@@ -147,6 +147,8 @@ static void iremove(struct ufs *fs, struct ufs_inode *ino)
 
 static void ifree(struct ufs *fs, struct ufs_inode *ino)
 {
+	free(ino->pages.key);
+	free((void *)ino->pages.bits);
 	fs->be->close(fs, ino->file);
 	pthread_rwlock_destroy(&ino->io_lock);
 	pthread_rwlock_destroy(&ino->data_lock);
@@ -436,6 +438,103 @@ static int chunk_fill(struct ufs *fs, struct ufs_inode *ino, us_buf *b)
 	return r < 0 ? (int)r : 0;
 }
 
+/* The dirty page map (ufuse.h struct ufs_pmap): open addressing. */
+_Static_assert(UFS_CHUNK_BYTES / UFS_PAGE_BYTES == 32, "a chunk's pages in 32 bits");
+
+static size_t pmap_slot(const struct ufs_pmap *m, uint64_t key)
+{
+	size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 17) & (m->cap - 1);
+
+	while (m->key[i] && m->key[i] != key)
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+/* Rebuilds the map with room to spare, without its entries at 0 (the same
+ * as none). false: no memory (the map is unchanged). */
+static bool pmap_rebuild(struct ufs_pmap *m)
+{
+	struct ufs_pmap n = { 0 };
+	size_t live = 0, i;
+
+	for (i = 0; i < m->cap; i++)
+		live += m->key[i] && atomic_load(&m->bits[i]);
+	for (n.cap = 64; n.cap < 4 * (live + 1); n.cap *= 2)
+		;
+	n.key = calloc(n.cap, sizeof(*n.key));
+	n.bits = calloc(n.cap, sizeof(*n.bits));
+	if (!n.key || !n.bits) {
+		free(n.key);
+		free((void *)n.bits);
+		return false;
+	}
+	for (i = 0; i < m->cap; i++) {
+		uint32_t v = m->key[i] ? atomic_load(&m->bits[i]) : 0;
+
+		if (v) {
+			size_t j = pmap_slot(&n, m->key[i]);
+
+			n.key[j] = m->key[i];
+			atomic_store(&n.bits[j], v);
+			n.used++;
+		}
+	}
+	free(m->key);
+	free((void *)m->bits);
+	*m = n;
+	return true;
+}
+
+uint32_t ufs_pages_take(struct ufs_inode *ino, uint64_t chunk)
+{
+	const struct ufs_pmap *m = &ino->pages;
+	size_t i;
+
+	if (!m->cap)
+		return 0;
+	i = pmap_slot(m, chunk + 1);
+	return m->key[i] ? atomic_exchange(&m->bits[i], 0) : 0;
+}
+
+/*
+ * A write of n bytes at off into chunk b (its index: chunk), with data_lock
+ * exclusive, before us_buf_dirty(). A clean chunk (new, or committed: its
+ * other pages are what the backing file durably holds) gets these pages
+ * only, or none for a whole-chunk write (0: whole). A chunk dirty,
+ * in writeback or unstable keeps what it had plus these: a whole one stays
+ * whole (its earlier pages may still have to be written, or written again
+ * after a lost commit). No memory for the map: whole.
+ */
+static void pages_note(struct ufs_inode *ino, us_buf *b, uint64_t chunk, uint64_t off, uint64_t n)
+{
+	struct ufs_pmap *m = &ino->pages;
+	unsigned first = (unsigned)(off / UFS_PAGE_BYTES);
+	unsigned count = (unsigned)((off + n - 1) / UFS_PAGE_BYTES) - first + 1;
+	uint32_t bits = count >= 32 ? UINT32_MAX : ((1u << count) - 1) << first;
+	bool clean = us_buf_state(b) == US_BUF_CLEAN;
+	size_t i;
+
+	if (clean && bits == UINT32_MAX)
+		bits = 0;
+	if (m->cap) {
+		i = pmap_slot(m, chunk + 1);
+		if (m->key[i]) {
+			uint32_t old = atomic_load(&m->bits[i]);
+
+			atomic_store(&m->bits[i], clean ? bits : old ? old | bits : 0);
+			return;
+		}
+	}
+	if (!clean || !bits)
+		return; /* no entry: the whole chunk, as wanted */
+	if ((m->used + 1) * 2 > m->cap && !pmap_rebuild(m))
+		return;
+	i = pmap_slot(m, chunk + 1);
+	m->key[i] = chunk + 1;
+	atomic_store(&m->bits[i], bits);
+	m->used++;
+}
+
 /*
  * Drop-behind (--clean-max). A clean chunk is a copy of data the backend
  * holds (for a backing directory, in its page cache too), kept only to
@@ -523,6 +622,8 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		}
 		pthread_rwlock_wrlock(&ino->data_lock);
 		memcpy((char *)us_buf_data(b) + (pos - co), buf + done, n);
+		if (fs->be->page_writeback && !fs->opt.direct_writeback)
+			pages_note(ino, b, co / UFS_CHUNK_BYTES, pos - co, n);
 		if (pos + n > ino->size)
 			ino->size = pos + n;
 		clock_gettime(CLOCK_REALTIME, &ino->mtime);

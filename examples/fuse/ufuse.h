@@ -95,6 +95,24 @@ struct ufs_options {
 	unsigned rpcs;		  /* NFS: WRITE3 RPCs in flight at most */
 };
 
+/*
+ * The dirty pages of partly written chunks, for a backend that writes back
+ * only those (ufs_backend.page_writeback): chunk index -> a bitmap of its
+ * 4 KiB pages, where 0, or no entry, means the whole chunk. A 4 KiB write
+ * into a chunk that was clean then costs 4 KiB of write-back, not 128.
+ * Writers set it under data_lock exclusive (fs.c pages_note()); the flush
+ * callback takes a chunk's bits under data_lock shared (ufs_pages_take(),
+ * an atomic exchange with 0), so a chunk whose bits were taken and is then
+ * written again whole (after a failed write, a lost commit) is written
+ * whole.
+ */
+#define UFS_PAGE_BYTES ((uint64_t)4096)
+struct ufs_pmap {
+	uint64_t *key; /* chunk index + 1; 0: a free slot */
+	_Atomic uint32_t *bits;
+	size_t cap, used;
+};
+
 struct ufs_inode {
 	dev_t dev;
 	ino_t ino;
@@ -111,7 +129,12 @@ struct ufs_inode {
 	 * none. Under data_lock. */
 	struct timespec mtime;
 	uint64_t drop_cursor; /* where drop-behind looks next; under io_lock */
+	struct ufs_pmap pages; /* dirty pages of partly written chunks */
 };
+
+/* The dirty pages of chunk (index) of ino, taken: a bitmap of its pages,
+ * 0 for the whole chunk. With ino's data_lock held (shared is enough). */
+uint32_t ufs_pages_take(struct ufs_inode *ino, uint64_t chunk);
 
 /* Gives the backing file the mtime of the cached writes (call after the
  * last run of them is written back) and stops getattr overriding it.
