@@ -202,7 +202,7 @@ struct nb {
 	/* statistics (atomic: the stats thread reads them) */
 	atomic_uint_fast64_t writes, write_bytes, stable_replies, commits, verf_changes, lost_bufs,
 		reconnects, write_errors, commit_errors, reads, outage_ms, outage_last_ms,
-		wreconnects;
+		wreconnects, peak_file_rpcs;
 	struct timespec down_since;
 };
 
@@ -1077,7 +1077,8 @@ static int wc_slot(struct nb *nb, struct ufs_bfile *f)
 		pthread_cond_wait(&nb->cond, &nb->lock);
 	}
 	nb->inflight++;
-	f->wslots++;
+	if (++f->wslots > atomic_load(&nb->peak_file_rpcs))
+		atomic_store(&nb->peak_file_rpcs, f->wslots);
 	pthread_mutex_unlock(&nb->lock);
 	return 0;
 }
@@ -1360,6 +1361,7 @@ static void nfs_stats(struct ufs *fs, FILE *f)
 		"nfs_connected %d\n"
 		"nfs_rpcs_max %u\n"
 		"nfs_wsize %llu\n"
+		"nfs_peak_file_rpcs %llu\n"
 		"nfs_writes %llu\n"
 		"nfs_write_bytes %llu\n"
 		"nfs_stable_replies %llu\n"
@@ -1374,6 +1376,7 @@ static void nfs_stats(struct ufs *fs, FILE *f)
 		"nfs_last_outage_ms %llu\n"
 		"nfs_reads %llu\n\n",
 		nb->url, up, nb->cap, (unsigned long long)nb->wsize,
+		(unsigned long long)atomic_load(&nb->peak_file_rpcs),
 		(unsigned long long)atomic_load(&nb->writes),
 		(unsigned long long)atomic_load(&nb->write_bytes),
 		(unsigned long long)atomic_load(&nb->stable_replies),
