@@ -108,9 +108,10 @@ struct lnfs_fh {
  * server's writes to one file take its inode lock in turn (ext4's i_rwsem
  * under ganesha's VFS FSAL): with more in flight, the waiting threads spin
  * on it while the holder copies, on the cores the client needs. 1 GiB
- * through a 60 and a 300 MiB max, 3 rounds, runs alternating, MB/s (the
- * server's CPU seconds): 2 in flight 352, 211 / 228, 200 / 322, 301 (1.1 to
- * 3.6 s); 16: 240, 142 / 143, 196 / 156, 271 (2.3 to 8.2 s).
+ * through a 60 and a 2048 MiB max, 3 rounds, runs alternating, median
+ * MB/s, the server's mean CPU seconds per run: 2 in flight 224 / 315, 1.7 s;
+ * 4: 178 / 223, 2.7 s; 2 of 512 KiB RPCs: 163 / 319, 2.6 s; 16 (as before):
+ * 219 / 203, 2.7 s.
  */
 #define NB_FILE_RPCS 2
 #define WC_TIMEOUT_MS 10000 /* no reply for this long: the write connection is dropped */
