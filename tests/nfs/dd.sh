@@ -23,10 +23,13 @@ writes=$(nfs_stat "$WORK/stats" nfs_writes)
 wbytes=$(nfs_stat "$WORK/stats" nfs_write_bytes)
 stable=$(nfs_stat "$WORK/stats" nfs_stable_replies)
 commits=$(nfs_stat "$WORK/stats" nfs_commits)
+per_file=$(nfs_stat "$WORK/stats" nfs_peak_file_rpcs)
 echo "root domain: peak charged $peak of max $MAX; WRITE3 $writes ($wbytes bytes," \
-	"$stable answered stable), COMMIT3 $commits"
+	"$stable answered stable, at most $per_file in flight), COMMIT3 $commits"
 [[ -n $peak && $peak -gt 0 && $peak -le $MAX ]] || fail "peak charged $peak"
 [[ $wbytes -ge $((512 << 20)) ]] || fail "only $wbytes bytes written"
 [[ $commits -ge 1 ]] || fail "no COMMIT3"
+# One file: --rpcs (16) caps the mount, 2 WRITE3s of one file at most.
+[[ $per_file -ge 1 && $per_file -le 2 ]] || fail "$per_file WRITE3s of one file in flight"
 [[ $stable -lt $writes ]] || fail "every write was answered stable: no unstable data"
 echo PASS
