@@ -119,13 +119,17 @@ static int pwritev_all(int fd, struct iovec *iov, int n, off_t off)
  */
 /* Runs written O_DIRECT and bytes, for the stats file (one mount a process). */
 static atomic_uint_fast64_t direct_runs, direct_bytes;
+/* Ranges of dirty pages written back alone (write_pages()), and bytes. */
+static atomic_uint_fast64_t page_ranges, page_bytes;
 
 static void dir_stats(struct ufs *fs, FILE *f)
 {
 	(void)fs;
-	fprintf(f, "backend dir\ndirect_runs %llu\ndirect_bytes %llu\n\n",
+	fprintf(f, "backend dir\ndirect_runs %llu\ndirect_bytes %llu\npage_ranges %llu\npage_bytes %llu\n\n",
 		(unsigned long long)atomic_load(&direct_runs),
-		(unsigned long long)atomic_load(&direct_bytes));
+		(unsigned long long)atomic_load(&direct_bytes),
+		(unsigned long long)atomic_load(&page_ranges),
+		(unsigned long long)atomic_load(&page_bytes));
 }
 
 static int direct_fd(struct ufs_bfile *f)
@@ -201,6 +205,7 @@ static int write_pages(int fd, us_buf *const *bufs, size_t n, const uint32_t *bi
 			if (niov && (!dirty || at != next || niov == 64)) {
 				if ((err = pwritev_all(fd, iov, niov, (off_t)start)) < 0)
 					return err;
+				atomic_fetch_add(&page_bytes, next - start);
 				ranges++;
 				niov = 0;
 			}
@@ -223,8 +228,10 @@ static int write_pages(int fd, us_buf *const *bufs, size_t n, const uint32_t *bi
 	if (niov) {
 		if ((err = pwritev_all(fd, iov, niov, (off_t)start)) < 0)
 			return err;
+		atomic_fetch_add(&page_bytes, next - start);
 		ranges++;
 	}
+	atomic_fetch_add(&page_ranges, (uint64_t)ranges);
 	return ranges;
 }
 

@@ -7,7 +7,8 @@
 # Then 256 MiB through a 1 GiB max, --dirty-max 32M and --clean-max 8M: the
 # writer drops clean chunks behind, so the cache stays near 8 + 32 MiB
 # instead of keeping the whole file, and the file is intact; with
-# --clean-max max nothing is dropped and the cache keeps it all.
+# --clean-max max nothing is dropped and the cache keeps it all. Then
+# page-sized writes into clean chunks: only those pages are written back.
 source "$(dirname "$0")/common.sh"
 
 MAX=$((16 << 20))
@@ -47,4 +48,30 @@ for clean in 8M max; do
 		[[ $drops -gt 1000 && $peak -le $((64 << 20)) ]] || fail "--clean-max 8M: dropped $drops, peak $peak"
 	fi
 done
+
+# 4 KiB writes into chunks that were clean: only their pages are written
+# back. 100 writes, each one page at 8 KiB into its own chunk of g (written
+# and committed above), fsync: the backend wrote 100 ranges of 4 KiB alone,
+# and the file is the source with the 100 pages replaced.
+ufs_mount pages "$WORK/backing" "$WORK/mnt" --max 64M --stats "$WORK/stats.pages"
+python3 - "$WORK/mnt/g" "$WORK/src" "$WORK/model" <<'PY' || fail "page writes"
+import os, sys
+g, src, model = sys.argv[1:]
+data = bytearray(open(src, "rb").read(256 << 20))
+fd = os.open(g, os.O_RDWR)
+for i in range(100):
+    off = i * 131072 * 2 + 8192
+    page = bytes([i + 1]) * 4096
+    os.pwrite(fd, page, off)
+    data[off:off + 4096] = page
+os.fsync(fd)
+os.close(fd)
+open(model, "wb").write(data)
+PY
+ufs_unmount pages "$WORK/mnt"
+cmp "$WORK/backing/g" "$WORK/model" || fail "the backing file after the page writes differs"
+ranges=$(awk '$1 == "page_ranges" { print $2 }' "$WORK/stats.pages")
+bytes=$(awk '$1 == "page_bytes" { print $2 }' "$WORK/stats.pages")
+echo "100 writes of 4 KiB into clean chunks: $ranges ranges, $bytes bytes written back alone"
+[[ $ranges -eq 100 && $bytes -eq $((100 * 4096)) ]] || fail "page write-back: $ranges ranges, $bytes bytes"
 echo PASS
