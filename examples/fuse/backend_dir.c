@@ -266,7 +266,7 @@ static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 		/* Chunks written in part since they were clean: their dirty
 		 * pages only. */
 		uint32_t stack_bits[64], *bits = n > 64 ? malloc(n * sizeof(*bits)) : stack_bits;
-		bool partial = false;
+		bool partial = false, nomem = !bits;
 
 		for (i = 0; bits && i < n; i++) {
 			bits[i] = ufs_pages_take(ino, us_buf_offset(bufs[i]) / UFS_CHUNK_BYTES);
@@ -279,11 +279,11 @@ static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 		}
 		if (bits != stack_bits)
 			free(bits);
-		if (!bits) {
+		if (nomem) {
 			err = -ENOMEM; /* nothing taken: written whole on the retry */
 			niov = 0;
 		}
-		if (partial || !bits) {
+		if (partial || nomem) {
 			pthread_rwlock_unlock(&ino->data_lock);
 			if (iov != stack_iov)
 				free(iov);
