@@ -167,9 +167,18 @@ PY
 # direction of change (+ later, = same) compared.
 times_of() {
 	python3 - "$1" <<'PY'
-import os, sys, time
+import os, sys
 d = sys.argv[1]
 out = []
+probe = d + "/tick"
+open(probe, "w").close()
+def tick():
+    # Until the filesystem's own clock has moved (its ctime granularity):
+    # no fixed sleep.
+    os.utime(probe)
+    t0 = os.stat(probe).st_ctime_ns
+    while os.stat(probe).st_ctime_ns == t0:
+        os.utime(probe)
 for cached in (True, False):
     f, g, h = (d + "/t%s%d" % (n, cached) for n in "fgh")
     fd = os.open(f, os.O_CREAT | os.O_RDWR, 0o644)
@@ -178,7 +187,7 @@ for cached in (True, False):
     prev = os.stat(f)
     def step(name, op, path):
         global prev
-        time.sleep(0.02) # past the backing filesystem's clock granularity
+        tick()
         op()
         st = os.stat(path)
         c = lambda a, b: "+" if b > a else ("=" if b == a else "-")
@@ -191,6 +200,7 @@ for cached in (True, False):
     step("truncate", lambda: os.truncate(g, 100), g)
     step("chmod", lambda: os.chmod(g, 0o600), g)
     os.close(fd)
+os.unlink(probe)
 print(" ".join(out))
 PY
 }
