@@ -18,6 +18,12 @@
  * blocking paths are testable deterministically in time (though not in the
  * interleaving of threads).
  *
+ * The flusher threads block every asynchronous signal: a signal sent to the
+ * process is taken by one of the application's threads, never by one of
+ * ours, where a handler that expects to interrupt a blocking call of the
+ * application's (a FUSE loop's read(), a poll()) would wait in vain. Faults
+ * (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP) stay deliverable.
+ *
  * Callbacks are tracked per thread, by a list of frames on the thread's own
  * stack (no bound on threads or depth, no lock), so that a blocking call
  * made from inside a callback of the same engine can refuse with -EDEADLK
@@ -26,6 +32,7 @@
 #include "internal.h"
 
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -72,7 +79,9 @@ static void *flusher(void *arg)
 int us__threads_start(us_engine *e, unsigned n)
 {
 	pthread_condattr_t ca;
+	sigset_t all, old;
 	unsigned i;
+	int rc = 0;
 
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -84,15 +93,25 @@ int us__threads_start(us_engine *e, unsigned n)
 	e->threads = us__meta_alloc(e, n * sizeof(*e->threads));
 	if (!e->threads)
 		return -ENOMEM;
+	/* The threads inherit the creator's mask: block, create, restore. */
+	sigfillset(&all);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGILL);
+	sigdelset(&all, SIGTRAP);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (i = 0; i < n; i++) {
 		if (pthread_create(&e->threads[i], NULL, flusher, e) != 0) {
-			e->nthreads = i;
-			us__threads_stop(e);
-			return -ENOMEM;
+			rc = -ENOMEM;
+			break;
 		}
 	}
-	e->nthreads = n;
-	return 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	e->nthreads = i;
+	if (rc)
+		us__threads_stop(e);
+	return rc;
 }
 
 void us__threads_stop(us_engine *e)

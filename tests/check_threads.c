@@ -11,8 +11,10 @@
  */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <sched.h>
 #include <stdio.h>
@@ -575,6 +577,88 @@ START_TEST(test_shutdown_with_held_sync)
 }
 END_TEST
 
+/* The ids of this process's threads (from /proc/self/task), at most max. */
+static size_t task_ids(long *ids, size_t max)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	size_t n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' && n < max)
+			ids[n++] = strtol(de->d_name, NULL, 10);
+	closedir(d);
+	return n;
+}
+
+/* Thread tid's blocked signals (SigBlk in its status), as a mask. */
+static unsigned long long task_sigblk(long tid)
+{
+	char path[64], line[256];
+	unsigned long long mask = 0;
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/status", tid);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "SigBlk: %llx", &mask) == 1)
+			found = true;
+	fclose(f);
+	ck_assert_msg(found, "no SigBlk in %s", path);
+	return mask;
+}
+
+/*
+ * The flusher threads block the asynchronous signals, so that a signal sent
+ * to the process reaches one of the application's threads (a FUSE daemon's
+ * SIGTERM interrupts its loop's read, not a flusher's wait), while faults
+ * stay deliverable; the creator's own mask is left as it was.
+ */
+START_TEST(test_flushers_block_signals)
+{
+	struct us_backend_ops ops = { .size = sizeof(ops), .flush = ibk_flush, .sync = ibk_sync };
+	struct ibk x = { .txn = 0 };
+	long before[64], after[64];
+	size_t nb, na, i, j, flushers = 0;
+	sigset_t none, mine;
+	us_engine *e;
+
+	sigemptyset(&none);
+	ck_assert_int_eq(pthread_sigmask(SIG_SETMASK, &none, NULL), 0);
+	nb = task_ids(before, 64);
+	e = ibk_engine(&x, &ops, false, 64u << 20, 3);
+	na = task_ids(after, 64);
+	for (i = 0; i < na; i++) {
+		unsigned long long blk;
+
+		for (j = 0; j < nb && before[j] != after[i]; j++)
+			;
+		if (j < nb)
+			continue; /* not the engine's */
+		flushers++;
+		blk = task_sigblk(after[i]);
+		for (int sig = 1; sig < 32; sig++) {
+			bool fault = sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+				     sig == SIGILL || sig == SIGTRAP;
+			bool can_block = sig != SIGKILL && sig != SIGSTOP;
+
+			ck_assert_msg(!!(blk & (1ull << (sig - 1))) == (!fault && can_block),
+				      "thread %ld: signal %d %s", after[i], sig,
+				      fault ? "blocked" : "not blocked");
+		}
+	}
+	ck_assert_uint_eq(flushers, 3);
+	ck_assert_int_eq(pthread_sigmask(SIG_SETMASK, NULL, &mine), 0);
+	ck_assert_int_eq(sigismember(&mine, SIGTERM), 0);
+	ck_assert_int_eq(sigismember(&mine, SIGUSR1), 0);
+	ck_assert_int_eq(us_engine_shutdown(e), 0);
+	pthread_mutex_destroy(&x.m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threads");
@@ -585,6 +669,7 @@ int main(void)
 	tcase_add_test(tc, test_blocking_reclaim_sync_shutdown);
 	tcase_add_loop_test(tc, test_shutdown_waits_for_callbacks, 0, 5);
 	tcase_add_test(tc, test_shutdown_with_held_sync);
+	tcase_add_test(tc, test_flushers_block_signals);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }

@@ -411,7 +411,7 @@ int main(int argc, char **argv)
 	struct rlimit rl;
 	struct fuse *fuse;
 	pthread_t stats;
-	sigset_t set;
+	sigset_t set, term;
 	bool attached = false;
 	int rc, ret = 0;
 
@@ -487,10 +487,19 @@ int main(int argc, char **argv)
 		goto out_unmount;
 	}
 	/* SIGUSR1 is taken by the stats thread only: blocked before any
-	 * thread (the engine's, FUSE's) is created. */
+	 * thread (the engine's, FUSE's) is created. SIGTERM, SIGINT and
+	 * SIGHUP must reach a FUSE thread, whose read() they interrupt to end
+	 * the loop: blocked while the daemon's own threads (the backend's, the
+	 * stats thread) are created, unblocked before the loop starts FUSE's. A
+	 * signal sent meanwhile waits until then. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGINT);
+	sigaddset(&term, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &term, NULL);
 	if ((rc = ufs_engine_start(&fs))) {
 		fprintf(stderr, "unstable-fuse: engine: %s\n", us_strerror(rc));
 		ret = 1;
@@ -509,6 +518,7 @@ int main(int argc, char **argv)
 		ret = 1;
 		goto out_signals;
 	}
+	pthread_sigmask(SIG_UNBLOCK, &term, NULL);
 
 	if (copts.singlethread) {
 		ret = fuse_loop(fuse);
