@@ -356,11 +356,19 @@ static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 		uint64_t old = ino->size, tail = size % UFS_CHUNK_BYTES;
 		us_buf *b;
 
+		struct stat st;
+
 		ino->size = size;
 		/* The backing file has the truncate's time: later than any
-		 * cached write's. */
-		if (ino->mtime.tv_sec)
-			clock_gettime(CLOCK_REALTIME, &ino->mtime);
+		 * cached write's. Its own stamp, not our clock's: the kernel
+		 * may stamp a later change (a chmod) with a coarser clock that
+		 * is behind ours, and getattr reports the later of the two. */
+		if (ino->mtime.tv_sec) {
+			if (fs->be->fstat(fs, ino->file, &st) == 0)
+				ino->mtime = st.st_mtim;
+			else
+				clock_gettime(CLOCK_REALTIME, &ino->mtime);
+		}
 		if (size < old && tail && us_buf_lookup(ino->obj, size, &b) == 0) {
 			memset((char *)us_buf_data(b) + tail, 0, UFS_CHUNK_BYTES - tail);
 			us_buf_put(b);

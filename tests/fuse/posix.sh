@@ -166,10 +166,11 @@ PY
 # open meanwhile, and one without): the same sequence in both, each step's
 # direction of change (+ later, = same) compared.
 times_of() {
-	python3 - "$1" <<'PY'
+	python3 - "$1" "$2" <<'PY'
 import os, sys
 d = sys.argv[1]
 out = []
+raw = open(sys.argv[2], "w")
 probe = d + "/tick"
 open(probe, "w").close()
 def tick():
@@ -192,6 +193,7 @@ for cached in (True, False):
         st = os.stat(path)
         c = lambda a, b: "+" if b > a else ("=" if b == a else "-")
         out.append("%s:%s%s" % (name, c(prev.st_mtime_ns, st.st_mtime_ns), c(prev.st_ctime_ns, st.st_ctime_ns)))
+        print(name, cached, "mtime", st.st_mtime_ns, "ctime", st.st_ctime_ns, file=raw)
         prev = st
     step("write", lambda: os.pwrite(fd, b"y" * 100, 10), f)
     step("rename", lambda: os.rename(f, g), g)
@@ -204,9 +206,13 @@ os.unlink(probe)
 print(" ".join(out))
 PY
 }
-mt=$(times_of "$M") rt=$(times_of "$R")
+mt=$(times_of "$M" "$WORK/times.m") rt=$(times_of "$R" "$WORK/times.r")
 echo "times (mtime ctime per step): mount $mt"
-[[ $mt == "$rt" ]] || bad "times through the mount: $mt; the backing directory's: $rt"
+if [[ $mt != "$rt" ]]; then
+	bad "times through the mount: $mt; the backing directory's: $rt"
+	echo "the mount's (ns):"; cat "$WORK/times.m"
+	echo "the backing directory's (ns):"; cat "$WORK/times.r"
+fi
 
 # SIGTERM: a clean unmount that wrote everything back exits 0.
 kill -TERM "$UFS_PID_main"
