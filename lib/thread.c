@@ -106,6 +106,9 @@ int us__threads_start(us_engine *e, unsigned n)
 			rc = -ENOMEM;
 			break;
 		}
+		/* Named for top -H and /proc/PID/task/TID/comm; a refusal is
+		 * harmless. */
+		(void)pthread_setname_np(e->threads[i], "us-flusher");
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	e->nthreads = i;
