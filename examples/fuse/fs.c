@@ -57,6 +57,44 @@ static bool ts_before(struct timespec a, struct timespec b)
 	return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec < b.tv_nsec);
 }
 
+static uint64_t ts_ns(struct timespec t)
+{
+	return t.tv_sec < 0 ? 0 : (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Raises ino's shown_ns to the later of st's mtime and ctime. */
+static void times_shown(struct ufs_inode *ino, const struct stat *st)
+{
+	uint64_t t = ts_ns(ts_before(st->st_mtim, st->st_ctim) ? st->st_ctim : st->st_mtim);
+	uint64_t old = atomic_load(&ino->shown_ns);
+
+	while (old < t && !atomic_compare_exchange_weak(&ino->shown_ns, &old, t))
+		;
+}
+
+/*
+ * A cached write's time: the coarse clock, which the kernel stamps files
+ * with (the fine clock may run a tick ahead of it, so that a later change
+ * of the backing file, a rename's ctime, would be stamped earlier than the
+ * write), but later than any time getattr has shown for the file (as the
+ * kernel takes a fine-grained stamp for a file whose times were looked
+ * at): a write after a stat always moves mtime.
+ */
+static struct timespec write_time(struct ufs_inode *ino)
+{
+	uint64_t shown = atomic_load(&ino->shown_ns);
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	if (ts_ns(now) <= shown) {
+		now.tv_sec = (time_t)((shown + 1) / 1000000000ull);
+		now.tv_nsec = (long)((shown + 1) % 1000000000ull);
+	}
+	if (ts_before(now, ino->mtime))
+		now = ino->mtime;
+	return now;
+}
+
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {
 	return a < b ? a : b;
@@ -217,6 +255,7 @@ static struct ufs_inode *inode_get(struct ufs *fs, struct ufs_bfile *f, pid_t pi
 	ino->dev = st.st_dev;
 	ino->ino = st.st_ino;
 	ino->size = (uint64_t)st.st_size;
+	times_shown(ino, &st);
 	ino->opens = 1;
 	pthread_rwlock_init(&ino->io_lock, NULL);
 	data_lock_init(&ino->data_lock);
@@ -367,7 +406,7 @@ static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 			if (fs->be->fstat(fs, ino->file, &st) == 0)
 				ino->mtime = st.st_mtim;
 			else
-				clock_gettime(CLOCK_REALTIME, &ino->mtime);
+				ino->mtime = write_time(ino);
 		}
 		if (size < old && tail && us_buf_lookup(ino->obj, size, &b) == 0) {
 			memset((char *)us_buf_data(b) + tail, 0, UFS_CHUNK_BYTES - tail);
@@ -634,7 +673,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 			pages_note(ino, b, co / UFS_CHUNK_BYTES, pos - co, n);
 		if (pos + n > ino->size)
 			ino->size = pos + n;
-		clock_gettime(CLOCK_REALTIME, &ino->mtime);
+		ino->mtime = write_time(ino);
 		pthread_rwlock_unlock(&ino->data_lock);
 		/* Throttles this writer: pauses, or waits at the dirty limit. */
 		rc = us_buf_dirty(b, NULL);
@@ -970,6 +1009,7 @@ static int ufs_getattr(const char *path, struct stat *st, struct fuse_file_info 
 			if (st->st_blocks < blocks)
 				st->st_blocks = blocks;
 		}
+		times_shown(ino, st);
 		pthread_rwlock_unlock(&ino->data_lock);
 		inode_put(fs, ino);
 	}

@@ -128,6 +128,9 @@ struct ufs_inode {
 	 * ctime until the backing file has it (ufs_inode_times()); tv_sec 0:
 	 * none. Under data_lock. */
 	struct timespec mtime;
+	/* The latest time getattr has shown for the file (its mtime or
+	 * ctime, ns since the epoch): a cached write's time is later. */
+	_Atomic uint64_t shown_ns;
 	uint64_t drop_cursor; /* where drop-behind looks next; under io_lock */
 	struct ufs_pmap pages; /* dirty pages of partly written chunks */
 };
