@@ -527,11 +527,14 @@ struct us_engine {
 	struct us_sync *shutdown;
 	uint64_t id; /* unique for the process's lifetime (tcache.c) */
 
-	/* Threaded mode (thread.c), under thr_lock (US_LOCK_THREADS). */
+	/* Threaded mode (thread.c), under thr_lock (US_LOCK_THREADS): idle
+	 * flushers wait on thr_cond, threads waiting for progress (a charge
+	 * in reclaim, a sync, a shutdown) on prog_cond. */
 	pthread_mutex_t thr_lock;
-	pthread_cond_t thr_cond;
+	pthread_cond_t thr_cond, prog_cond;
 	pthread_t *threads;
 	unsigned nthreads;
+	unsigned prog_waiters; /* threads waiting on prog_cond */
 	bool stop, kicked;
 	uint64_t kick_gen; /* kicks, ever: waiters for progress watch it */
 };

@@ -9,6 +9,18 @@
  * background threshold or at its limit, a virtual clock moved). One code
  * path serves both modes: the threads add nothing but the waiting.
  *
+ * A kick sets the flag `kicked` and wakes at most one idle flusher, and
+ * only if the flag was clear: a flusher clears it before it polls, so while
+ * it is set a poll that starts after the kick is already due (a flusher
+ * awake, or one woken for it), and that poll sees whatever the kicker did
+ * before kicking. A writer past its background threshold kicks at every
+ * dirtying and a completion at every buffer; waking every flusher each
+ * time, which then queued on the engine lock the kicker held, cost more
+ * than the write-back (on a 2-core machine, a dozen futex calls and
+ * context switches per MiB written). Threads waiting for progress (a
+ * charge in reclaim, a sync, a shutdown) watch kick_gen on their own
+ * condition variable, woken by every kick.
+ *
  * Lock order: the engine lock (US_LOCK_ENGINE) may be held when thr_lock is
  * taken (us__kick() from completions), never the reverse: a flusher drops
  * thr_lock before it polls.
@@ -36,14 +48,14 @@
 #include <stdlib.h>
 #include <time.h>
 
-static void wait_until(us_engine *e, uint64_t deadline)
+static void wait_until(us_engine *e, pthread_cond_t *cond, uint64_t deadline)
 {
 	uint64_t now = us__now(e);
 	struct timespec ts;
 
 	if (e->clock == US_CLOCK_VIRTUAL || deadline == UINT64_MAX) {
 		/* Woken by a kick or by the virtual clock moving. */
-		pthread_cond_wait(&e->thr_cond, &e->thr_lock);
+		pthread_cond_wait(cond, &e->thr_lock);
 		return;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -54,7 +66,7 @@ static void wait_until(us_engine *e, uint64_t deadline)
 		ts.tv_sec += (time_t)(rel / 1000000000u + ns / 1000000000u);
 		ts.tv_nsec = (long)(ns % 1000000000u);
 	}
-	pthread_cond_timedwait(&e->thr_cond, &e->thr_lock, &ts);
+	pthread_cond_timedwait(cond, &e->thr_lock, &ts);
 }
 
 static void *flusher(void *arg)
@@ -70,7 +82,7 @@ static void *flusher(void *arg)
 			next = us__now(e) + e->bw_interval_ns; /* -ENOMEM: retry later */
 		pthread_mutex_lock(&e->thr_lock);
 		while (!e->stop && !e->kicked && us__now(e) < next)
-			wait_until(e, next);
+			wait_until(e, &e->thr_cond, next);
 	}
 	pthread_mutex_unlock(&e->thr_lock);
 	return NULL;
@@ -86,6 +98,7 @@ int us__threads_start(us_engine *e, unsigned n)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&e->thr_cond, &ca);
+	pthread_cond_init(&e->prog_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&e->thr_lock, NULL);
 	if (!n)
@@ -124,6 +137,7 @@ void us__threads_stop(us_engine *e)
 	pthread_mutex_lock(&e->thr_lock);
 	e->stop = true;
 	pthread_cond_broadcast(&e->thr_cond);
+	pthread_cond_broadcast(&e->prog_cond);
 	pthread_mutex_unlock(&e->thr_lock);
 	for (i = 0; i < e->nthreads; i++)
 		pthread_join(e->threads[i], NULL);
@@ -136,6 +150,7 @@ void us__threads_stop(us_engine *e)
 void us__threads_fini(us_engine *e)
 {
 	pthread_cond_destroy(&e->thr_cond);
+	pthread_cond_destroy(&e->prog_cond);
 	pthread_mutex_destroy(&e->thr_lock);
 }
 
@@ -144,9 +159,13 @@ void us__kick(us_engine *e)
 	if (!e->nthreads)
 		return; /* polled mode: nobody to wake */
 	pthread_mutex_lock(&e->thr_lock);
-	e->kicked = true;
+	if (!e->kicked) {
+		e->kicked = true;
+		pthread_cond_signal(&e->thr_cond);
+	}
 	e->kick_gen++;
-	pthread_cond_broadcast(&e->thr_cond);
+	if (e->prog_waiters)
+		pthread_cond_broadcast(&e->prog_cond);
 	pthread_mutex_unlock(&e->thr_lock);
 }
 
@@ -167,8 +186,10 @@ void us__wait_progress(us_engine *e, uint64_t ns)
 	deadline = us__now(e) + ns;
 	pthread_mutex_lock(&e->thr_lock);
 	gen = e->kick_gen;
+	e->prog_waiters++;
 	while (e->kick_gen == gen && !e->stop && us__now(e) < deadline)
-		wait_until(e, deadline);
+		wait_until(e, &e->prog_cond, deadline);
+	e->prog_waiters--;
 	pthread_mutex_unlock(&e->thr_lock);
 }
 

@@ -42,6 +42,11 @@ struct ufs_backend {
 	/* Its flush writes back only the dirty pages of a chunk that has some
 	 * (ufs_pages_take()): the writers then keep track of them. */
 	bool page_writeback;
+	/* Its flush reads the chunks across its write without data_lock
+	 * (ufuse.h): a writer waits for a chunk's write-back to end before it
+	 * copies into it (ufs_writeback_wait()), and the flush calls
+	 * ufs_writeback_done() once its buffers are completed. */
+	bool unlocked_writeback;
 
 	/* Opens the backend (target: the directory or the URL) before the
 	 * mount; on failure prints a message naming the problem and returns a

@@ -251,7 +251,9 @@ static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 	struct ufs *fs = ctx;
 	struct ufs_inode *ino = us_object_user(obj);
 	struct iovec stack_iov[64], *iov = stack_iov;
+	uint32_t stack_bits[64], *bits = NULL;
 	enum us_write_result res = US_WRITE_UNSTABLE;
+	bool partial = false;
 	uint64_t end, seq = 0;
 	int niov = 0, err = 0;
 	size_t i;
@@ -260,35 +262,32 @@ static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 	(void)reason;
 	if (n > 64 && !(iov = malloc(n * sizeof(*iov))))
 		return -ENOMEM;
+	if (!fs->opt.direct_writeback) {
+		bits = n > 64 ? malloc(n * sizeof(*bits)) : stack_bits;
+		if (!bits) {
+			free(iov);
+			return -ENOMEM; /* nothing taken: the engine retries */
+		}
+	}
+	/* wb_lock across the writes (a truncate waits for them); data_lock
+	 * only to read the size and take the dirty pages: writers wait for
+	 * these chunks' write-back to end before they copy into them
+	 * (unlocked_writeback, ufuse.h). */
+	pthread_rwlock_rdlock(&ino->wb_lock);
 	pthread_rwlock_rdlock(&ino->data_lock);
 	end = ino->size;
-	if (!fs->opt.direct_writeback) {
-		/* Chunks written in part since they were clean: their dirty
-		 * pages only. */
-		uint32_t stack_bits[64], *bits = n > 64 ? malloc(n * sizeof(*bits)) : stack_bits;
-		bool partial = false, nomem = !bits;
-
-		for (i = 0; bits && i < n; i++) {
-			bits[i] = ufs_pages_take(ino, us_buf_offset(bufs[i]) / UFS_CHUNK_BYTES);
-			partial |= bits[i] != 0;
-		}
-		if (partial) {
-			err = write_pages(ino->file->fd, bufs, n, bits, end);
-			niov = err > 0 ? err : 0;
-			err = err < 0 ? err : 0;
-		}
-		if (bits != stack_bits)
-			free(bits);
-		if (nomem) {
-			err = -ENOMEM; /* nothing taken: written whole on the retry */
-			niov = 0;
-		}
-		if (partial || nomem) {
-			pthread_rwlock_unlock(&ino->data_lock);
-			if (iov != stack_iov)
-				free(iov);
-			goto done;
-		}
+	/* Chunks written in part since they were clean: their dirty pages
+	 * only. */
+	for (i = 0; bits && i < n; i++) {
+		bits[i] = ufs_pages_take(ino, us_buf_offset(bufs[i]) / UFS_CHUNK_BYTES);
+		partial |= bits[i] != 0;
+	}
+	pthread_rwlock_unlock(&ino->data_lock);
+	if (partial) {
+		err = write_pages(ino->file->fd, bufs, n, bits, end);
+		niov = err > 0 ? err : 0;
+		err = err < 0 ? err : 0;
+		goto written;
 	}
 	niov = run_iov(bufs, n, end, iov);
 	if (niov && fs->opt.direct_writeback && direct_aligned(iov, niov, offset)) {
@@ -308,10 +307,12 @@ static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 	if (niov > 0)
 		err = pwritev_all(ino->file->fd, iov, niov, (off_t)offset);
 	niov = niov < 0 ? -niov : niov;
-	pthread_rwlock_unlock(&ino->data_lock);
+written:
+	pthread_rwlock_unlock(&ino->wb_lock);
+	if (bits != stack_bits)
+		free(bits);
 	if (iov != stack_iov)
 		free(iov);
-done:
 	if (err == -EINTR || err == -EAGAIN || err == -ENOMEM)
 		res = US_WRITE_ERROR;
 	else if (err)
@@ -322,6 +323,7 @@ done:
 		seq = atomic_fetch_add(&fs->seq, 1) + 1;
 	for (i = 0; i < n; i++)
 		us_buf_write_done(bufs[i], res, seq, err);
+	ufs_writeback_done(ino);
 	return 0;
 }
 
@@ -635,6 +637,7 @@ static int dir_removexattr(struct ufs *fs, const char *rel, const char *name)
 const struct ufs_backend ufs_backend_dir = {
 	.name = "dir",
 	.page_writeback = true,
+	.unlocked_writeback = true,
 	.attach = dir_attach,
 	.start = dir_start,
 	.detach = dir_detach,

@@ -189,6 +189,9 @@ static void ifree(struct ufs *fs, struct ufs_inode *ino)
 	free((void *)ino->pages.bits);
 	fs->be->close(fs, ino->file);
 	pthread_rwlock_destroy(&ino->io_lock);
+	pthread_rwlock_destroy(&ino->wb_lock);
+	pthread_mutex_destroy(&ino->wb_mutex);
+	pthread_cond_destroy(&ino->wb_cond);
 	pthread_rwlock_destroy(&ino->data_lock);
 	free(ino);
 }
@@ -258,6 +261,9 @@ static struct ufs_inode *inode_get(struct ufs *fs, struct ufs_bfile *f, pid_t pi
 	times_shown(ino, &st);
 	ino->opens = 1;
 	pthread_rwlock_init(&ino->io_lock, NULL);
+	data_lock_init(&ino->wb_lock);
+	pthread_mutex_init(&ino->wb_mutex, NULL);
+	pthread_cond_init(&ino->wb_cond, NULL);
 	data_lock_init(&ino->data_lock);
 	if (us_object_create(fs->backend, ufs_domain_for(fs, pid, uid), ino, &ino->obj) != 0) {
 		ifree(fs, ino);
@@ -389,6 +395,7 @@ static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 	int rc;
 
 	pthread_rwlock_wrlock(&ino->io_lock);
+	pthread_rwlock_wrlock(&ino->wb_lock);
 	pthread_rwlock_wrlock(&ino->data_lock);
 	rc = fs->be->ftruncate(fs, ino->file, size);
 	if (rc == 0) {
@@ -414,6 +421,7 @@ static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 		}
 	}
 	pthread_rwlock_unlock(&ino->data_lock);
+	pthread_rwlock_unlock(&ino->wb_lock);
 	if (rc == 0)
 		drop_from(ino, (size + UFS_CHUNK_BYTES - 1) / UFS_CHUNK_BYTES * UFS_CHUNK_BYTES);
 	pthread_rwlock_unlock(&ino->io_lock);
@@ -552,13 +560,30 @@ uint32_t ufs_pages_take(struct ufs_inode *ino, uint64_t chunk)
  * whole (its earlier pages may still have to be written, or written again
  * after a lost commit). No memory for the map: whole.
  */
-static void pages_note(struct ufs_inode *ino, us_buf *b, uint64_t chunk, uint64_t off, uint64_t n)
+/* Until chunk b of ino is no longer under write-back. */
+static void writeback_wait(struct ufs_inode *ino, us_buf *b)
+{
+	pthread_mutex_lock(&ino->wb_mutex);
+	while (us_buf_state(b) == US_BUF_WRITEBACK)
+		pthread_cond_wait(&ino->wb_cond, &ino->wb_mutex);
+	pthread_mutex_unlock(&ino->wb_mutex);
+}
+
+void ufs_writeback_done(struct ufs_inode *ino)
+{
+	pthread_mutex_lock(&ino->wb_mutex);
+	pthread_cond_broadcast(&ino->wb_cond);
+	pthread_mutex_unlock(&ino->wb_mutex);
+}
+
+static void pages_note(struct ufs_inode *ino, enum us_buf_state state, uint64_t chunk, uint64_t off,
+		       uint64_t n)
 {
 	struct ufs_pmap *m = &ino->pages;
 	unsigned first = (unsigned)(off / UFS_PAGE_BYTES);
 	unsigned count = (unsigned)((off + n - 1) / UFS_PAGE_BYTES) - first + 1;
 	uint32_t bits = count >= 32 ? UINT32_MAX : ((1u << count) - 1) << first;
-	bool clean = us_buf_state(b) == US_BUF_CLEAN;
+	bool clean = state == US_BUF_CLEAN;
 	size_t i;
 
 	if (clean && bits == UINT32_MAX)
@@ -649,6 +674,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 	while (done < size) {
 		uint64_t pos = (uint64_t)off + done, co = pos - pos % UFS_CHUNK_BYTES;
 		uint64_t n = min_u64(size - done, co + UFS_CHUNK_BYTES - pos);
+		enum us_buf_state state;
 		us_buf *b;
 
 		/* May wait for reclaim: writeback and commits of this domain.
@@ -668,9 +694,18 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 			break;
 		}
 		pthread_rwlock_wrlock(&ino->data_lock);
+		state = fs->be->unlocked_writeback || fs->be->page_writeback ? us_buf_state(b) :
+									       US_BUF_DIRTY;
+		/* Not into a chunk being written back without data_lock. */
+		while (fs->be->unlocked_writeback && state == US_BUF_WRITEBACK) {
+			pthread_rwlock_unlock(&ino->data_lock);
+			writeback_wait(ino, b);
+			pthread_rwlock_wrlock(&ino->data_lock);
+			state = us_buf_state(b);
+		}
 		memcpy((char *)us_buf_data(b) + (pos - co), buf + done, n);
 		if (fs->be->page_writeback && !fs->opt.direct_writeback)
-			pages_note(ino, b, co / UFS_CHUNK_BYTES, pos - co, n);
+			pages_note(ino, state, co / UFS_CHUNK_BYTES, pos - co, n);
 		if (pos + n > ino->size)
 			ino->size = pos + n;
 		ino->mtime = write_time(ino);

@@ -45,10 +45,25 @@
  *                    It is what makes a chunk's read-modify-write fill
  *                    invisible to others. Held across blocking engine calls
  *                    (reclaim, throttle): the engine's callbacks never take it.
+ *   ino->wb_lock     rwlock: the directory backend's write-back of a run
+ *                    (shared, across its pwrite) against truncate
+ *                    (exclusive), so that a run read before a truncate is
+ *                    not written past the new end after it. Writers do not
+ *                    take it: a writer copies into a chunk only when it is
+ *                    not under write-back (checked under data_lock, which
+ *                    the flush takes before it writes), else waits for
+ *                    that write-back on wb_cond (stable chunks, as the
+ *                    kernel's stable pages), so that a sequential writer
+ *                    fills new chunks while the old are written. Not held
+ *                    across drop_from() (which waits for write-backs).
+ *   ino->wb_mutex    with wb_cond: a writer waiting for a chunk's
+ *                    write-back, the flush's broadcast once it completed
+ *                    its buffers (a leaf).
  *   ino->data_lock   rwlock over the chunks' payload and the logical size:
  *                    copying in (exclusive) against the flush callback's
- *                    pwrite (shared). Never held across an engine call that
- *                    may call a callback.
+ *                    reading of the size and the dirty pages (shared; not
+ *                    across its pwrite). Never held across an engine call
+ *                    that may call a callback.
  *   fs->dom_lock     the domain table (a leaf).
  */
 #ifndef UFUSE_H
@@ -122,6 +137,9 @@ struct ufs_inode {
 	bool closing;		/* being torn down; protected by itable_lock */
 	struct ufs_inode *next; /* hash chain */
 	pthread_rwlock_t io_lock;
+	pthread_rwlock_t wb_lock;
+	pthread_mutex_t wb_mutex;
+	pthread_cond_t wb_cond;
 	pthread_rwlock_t data_lock;
 	uint64_t size; /* logical size; under data_lock */
 	/* The time of the last cached write, reported by getattr as mtime and
@@ -134,6 +152,10 @@ struct ufs_inode {
 	uint64_t drop_cursor; /* where drop-behind looks next; under io_lock */
 	struct ufs_pmap pages; /* dirty pages of partly written chunks */
 };
+
+/* Wakes the writers waiting for a write-back of ino's chunks (a backend
+ * with unlocked_writeback, once it completed a run's buffers). */
+void ufs_writeback_done(struct ufs_inode *ino);
 
 /* The dirty pages of chunk (index) of ino, taken: a bitmap of its pages,
  * 0 for the whole chunk. With ino's data_lock held (shared is enough). */
