@@ -153,7 +153,9 @@ struct us_engine_options {
 	 * Threaded mode: the number of flusher threads the engine starts
 	 * (each only calls us_engine_poll() when work is due or it is woken).
 	 * 0, the default, is polled mode: no threads at all; the host calls
-	 * us_engine_poll() itself.
+	 * us_engine_poll() itself. The threads are named "us-flusher" and
+	 * block every asynchronous signal (faults stay deliverable): a signal
+	 * sent to the process goes to one of the application's threads.
 	 */
 	unsigned flusher_threads;
 	/*
