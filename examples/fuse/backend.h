@@ -44,7 +44,7 @@ struct ufs_backend {
 	bool page_writeback;
 	/* Its flush reads the chunks across its write without data_lock
 	 * (ufuse.h): a writer waits for a chunk's write-back to end before it
-	 * copies into it (ufs_writeback_wait()), and the flush calls
+	 * copies into it (fs.c writeback_wait()), and the flush calls
 	 * ufs_writeback_done() once its buffers are completed. */
 	bool unlocked_writeback;
 

@@ -400,9 +400,8 @@ static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 	rc = fs->be->ftruncate(fs, ino->file, size);
 	if (rc == 0) {
 		uint64_t old = ino->size, tail = size % UFS_CHUNK_BYTES;
-		us_buf *b;
-
 		struct stat st;
+		us_buf *b;
 
 		ino->size = size;
 		/* The backing file has the truncate's time: later than any
@@ -551,15 +550,6 @@ uint32_t ufs_pages_take(struct ufs_inode *ino, uint64_t chunk)
 	return m->key[i] ? atomic_exchange(&m->bits[i], 0) : 0;
 }
 
-/*
- * A write of n bytes at off into chunk b (its index: chunk), with data_lock
- * exclusive, before us_buf_dirty(). A clean chunk (new, or committed: its
- * other pages are what the backing file durably holds) gets these pages
- * only, or none for a whole-chunk write (0: whole). A chunk dirty,
- * in writeback or unstable keeps what it had plus these: a whole one stays
- * whole (its earlier pages may still have to be written, or written again
- * after a lost commit). No memory for the map: whole.
- */
 /* Until chunk b of ino is no longer under write-back. */
 static void writeback_wait(struct ufs_inode *ino, us_buf *b)
 {
@@ -576,6 +566,16 @@ void ufs_writeback_done(struct ufs_inode *ino)
 	pthread_mutex_unlock(&ino->wb_mutex);
 }
 
+/*
+ * A write of n bytes at off into a chunk in state (its index: chunk), with
+ * data_lock exclusive, before us_buf_dirty(). A clean chunk (new, or
+ * committed: its other pages are what the backing file durably holds) gets
+ * these pages
+ * only, or none for a whole-chunk write (0: whole). A chunk dirty,
+ * in writeback or unstable keeps what it had plus these: a whole one stays
+ * whole (its earlier pages may still have to be written, or written again
+ * after a lost commit). No memory for the map: whole.
+ */
 static void pages_note(struct ufs_inode *ino, enum us_buf_state state, uint64_t chunk, uint64_t off,
 		       uint64_t n)
 {
