@@ -43,8 +43,10 @@
  * reclaim_wait (100 ms) at a time, cut short as soon as the charge fits.
  * -ENOMEM means that nothing can make progress, not that a timer ran out:
  * a wait without progress counts as a stall only when no write or commit of
- * the subtree is in flight and none is backing off to retry (a 10 s commit
- * is waited for, however long); after reclaim_retries (16) such stalls in a
+ * the subtree is in flight, none is backing off to retry, and no write is
+ * in flight on a backend whose cap holds the subtree's dirty data back (a
+ * 10 s commit, or other domains' writes on a shared slow link, are waited
+ * for, however long); after reclaim_retries (16) such stalls in a
  * row, or when no progress at all came for reclaim_timeout (60 s, counted
  * from the last completion that freed something, whatever is in flight),
  * the charge fails with -ENOMEM, counted, with nothing changed. A blocking
@@ -414,16 +416,43 @@ static bool retry_pending(us_engine *e, us_domain *top, uint64_t now)
 }
 
 /*
+ * Under the lock: whether dirty data of d's subtree waits for room on a
+ * backend that has writes in flight. reclaim_collect() sends a context's
+ * dirty data within its backend's in-flight cap; when other domains' writes
+ * fill it (a slow link shared by several domains), this subtree has nothing
+ * in flight of its own, but the next completion on that backend makes room
+ * for its data.
+ */
+static bool waits_for_room(us_domain *d)
+{
+	struct us_list *pos;
+
+	us_list_for_each (pos, &d->wbs) {
+		struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
+
+		if (wb->dirty && wb->backend->writeback)
+			return true;
+	}
+	us_list_for_each (pos, &d->children)
+		if (waits_for_room(us_container_of(pos, us_domain, sibling)))
+			return true;
+	return false;
+}
+
+/*
  * Under the lock: whether a write or a commit that will free memory of top's
- * subtree is in flight: its writeback, or its unstable data with a commit or
- * sync of the engine's running on its backend (the server's own commits are
- * not seen, so without forced commits unstable data waits as stalls do).
+ * subtree is in flight: its writeback, a write on a backend whose cap holds
+ * the subtree's dirty data back, or its unstable data with a commit or sync
+ * of the engine's running on its backend (the server's own commits are not
+ * seen, so without forced commits unstable data waits as stalls do).
  */
 static bool in_flight(us_engine *e, us_domain *top)
 {
 	struct us_list *bpos;
 
 	if (top->c.writeback)
+		return true;
+	if (top->c.dirty && waits_for_room(top))
 		return true;
 	if (!top->c.unstable)
 		return false;

@@ -243,8 +243,9 @@ enum us_param {
 	/* ... and fails with -ENOMEM after this many waits in a row without
 	 * any progress while nothing that could free memory was in flight: no
 	 * write and no commit of the engine's for the domain's data, none
-	 * backing off to retry (default 16). While a write or commit is in
-	 * flight the charge waits for it, however slow. */
+	 * backing off to retry, no write on a backend whose in-flight cap
+	 * holds the domain's dirty data back (default 16). While a write or
+	 * commit is in flight the charge waits for it, however slow. */
 	US_PARAM_RECLAIM_RETRIES = 12,
 	/* ... or after this long without any progress at all, whatever is in
 	 * flight: counted from the last completion that freed memory of the
@@ -730,7 +731,8 @@ US_EXPORT int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigne
  * own records: *retry_ns (when not NULL) receives the time after which
  * to try again; -ENOMEM when nothing can make progress
  * (US_PARAM_RECLAIM_RETRIES waits in a row saw no progress while no write or
- * commit of the domain's data was in flight or backing off), when
+ * commit of the domain's data was in flight or backing off, nor a write on
+ * a backend whose cap held the domain's dirty data back), when
  * US_PARAM_RECLAIM_TIMEOUT_NS passed without any progress at all, or when
  * length is larger than a max on the chain (counted in
  * the domain's enomem). Callbacks are called without the lock.
