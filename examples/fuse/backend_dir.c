@@ -103,19 +103,22 @@ static int pwritev_all(int fd, struct iovec *iov, int n, off_t off)
 }
 
 /*
- * --direct-writeback. A buffered pwritev() copies the chunks into the
- * backing file's page cache: a second copy of the cached data, in memory
- * the kernel must find and touch (at 2 GiB the cache and that copy are
- * 2 GiB of fresh memory per GiB written, where the peers need one). With
- * the option, runs whose offset, chunk addresses and lengths are all 4 KiB
- * aligned (every whole chunk: payloads are page-aligned) are written with
- * O_DIRECT through a second descriptor of the same file: from the chunks
- * to the device, no page cache. The kernel writes back and invalidates
- * cached pages of the range first, so buffered reads of the backing file
- * stay coherent, and the commit's fdatasync() still makes the data and the
- * size durable (the device's cache included). A run that is not aligned
- * (a file's tail), a filesystem that refuses O_DIRECT, or EINVAL from the
- * direct write: the buffered write as before.
+ * Direct write-back (the default; --buffered-writeback turns it off). A
+ * buffered pwritev() copies the chunks into the backing file's page cache:
+ * a second copy of the cached data, in memory the kernel must find and
+ * touch (at 2 GiB the cache and that copy are 2 GiB of fresh memory per GiB
+ * written, where the peers need one). So runs whose offset, chunk addresses
+ * and lengths are all 4 KiB aligned (whole chunks: payloads are
+ * page-aligned) are written with O_DIRECT through a second descriptor of
+ * the same file: from the chunks to the device, no page cache. A run with a
+ * chunk written in part since it was clean goes as its dirty page ranges,
+ * buffered (write_pages()): a 4 KiB random write costs a 4 KiB write, not
+ * its chunk's. The kernel writes back and invalidates cached pages of the
+ * range first, so buffered reads of the backing file stay coherent, and
+ * the commit's fdatasync() still makes the data and the size durable (the
+ * device's cache included). A run that is not aligned (a file's tail), a
+ * filesystem that refuses O_DIRECT, or EINVAL from the direct write: the
+ * buffered write as before.
  */
 /* Runs written O_DIRECT and bytes, for the stats file (one mount a process). */
 static atomic_uint_fast64_t direct_runs, direct_bytes;
@@ -262,12 +265,11 @@ static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 	(void)reason;
 	if (n > 64 && !(iov = malloc(n * sizeof(*iov))))
 		return -ENOMEM;
-	if (!fs->opt.direct_writeback) {
-		bits = n > 64 ? malloc(n * sizeof(*bits)) : stack_bits;
-		if (!bits) {
+	bits = n > 64 ? malloc(n * sizeof(*bits)) : stack_bits;
+	if (!bits) {
+		if (iov != stack_iov)
 			free(iov);
-			return -ENOMEM; /* nothing taken: the engine retries */
-		}
+		return -ENOMEM; /* nothing taken: the engine retries */
 	}
 	/* wb_lock across the writes (a truncate waits for them); data_lock
 	 * only to read the size and take the dirty pages: writers wait for
@@ -278,7 +280,7 @@ static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 	end = ino->size;
 	/* Chunks written in part since they were clean: their dirty pages
 	 * only. */
-	for (i = 0; bits && i < n; i++) {
+	for (i = 0; i < n; i++) {
 		bits[i] = ufs_pages_take(ino, us_buf_offset(bufs[i]) / UFS_CHUNK_BYTES);
 		partial |= bits[i] != 0;
 	}

@@ -704,7 +704,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 			state = us_buf_state(b);
 		}
 		memcpy((char *)us_buf_data(b) + (pos - co), buf + done, n);
-		if (fs->be->page_writeback && !fs->opt.direct_writeback)
+		if (fs->be->page_writeback)
 			pages_note(ino, state, co / UFS_CHUNK_BYTES, pos - co, n);
 		if (pos + n > ino->size)
 			ino->size = pos + n;

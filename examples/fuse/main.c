@@ -6,7 +6,7 @@
  *               [--dirty-ratio N] [--dirty-max SIZE] [--clean-max SIZE]
  *               [--xattr] [--rpcs N] [--no-cache]
  *               [--kernel-writeback] [--no-hugepages]
- *               [--direct-writeback] [-V] [-h]
+ *               [--direct-writeback|--buffered-writeback] [-V] [-h]
  *               [FUSE options: -d, -s, -o opt,...]
  *
  * A passthrough filesystem over BACKING_DIR, or over an NFSv3 export (the
@@ -97,8 +97,9 @@ static void usage(FILE *f)
 		"                          meant with --no-cache\n"
 		"  --no-hugepages          the cache's memory in 4 KiB pages (default: advised for\n"
 		"                          transparent huge pages, one page fault per 2 MiB)\n"
-		"  --direct-writeback      backing directory: write whole chunks back with O_DIRECT\n"
-		"                          (no second copy in the page cache)\n"
+		"  --buffered-writeback    backing directory: write everything back through the\n"
+		"                          page cache (default: runs of whole chunks O_DIRECT,\n"
+		"                          --direct-writeback)\n"
 		"  -d                      FUSE debug output (implies -f)\n"
 		"  -s                      one FUSE worker thread\n"
 		"  -o allow_other          let other users than the one who mounts use the mount\n"
@@ -279,7 +280,8 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 			      { "--no-cache", &o->no_cache },
 			      { "--kernel-writeback", &o->kernel_writeback },
 			      { "--no-hugepages", &o->no_hugepages },
-			      { "--direct-writeback", &o->direct_writeback } };
+			      { "--direct-writeback", &o->direct_writeback },
+			      { "--buffered-writeback", &o->buffered_writeback } };
 		size_t k;
 
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -399,6 +401,9 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 	}
 	if (!o->backing)
 		return bad("%smissing BACKING_DIR and MOUNTPOINT", "");
+	if (o->direct_writeback && o->buffered_writeback)
+		return bad("%s--direct-writeback and --buffered-writeback together", "");
+	o->direct_writeback = !o->buffered_writeback;
 	return 0;
 }
 

@@ -22,7 +22,8 @@
  *   read     each chunk: from the cached buffer when there is one, else
  *            pread() of the backing file. Reads do not populate the cache.
  *   flush    (engine callback, the backend's: backend.h) the directory
- *            backend: pwritev() of the run to the backing file: the data is
+ *            backend: pwritev() of the run to the backing file (runs of
+ *            whole chunks O_DIRECT, see backend_dir.c): the data is
  *            in the backing filesystem but not durable, so each buffer is
  *            acknowledged US_WRITE_UNSTABLE with a sequence number taken
  *            after the pwrite returned. The NFS backend: WRITE3 UNSTABLE
@@ -104,6 +105,7 @@ struct ufs_options {
 	bool kernel_writeback;	  /* FUSE_CAP_WRITEBACK_CACHE: the kernel caches writes */
 	bool no_hugepages;	  /* the cache's memory without transparent huge pages */
 	bool direct_writeback;	  /* directory backend: aligned runs written O_DIRECT */
+	bool buffered_writeback;  /* --buffered-writeback: not (the default is direct) */
 	uint64_t clean_max;	  /* clean data a domain keeps before writers drop it behind
 				     (UINT64_MAX: all, up to the max) */
 	uint64_t dirty_max;	  /* the root's dirty limit at most, in bytes (0: the ratio's) */

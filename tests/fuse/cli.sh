@@ -35,6 +35,7 @@ expect2 "$dir/b" "$dir/m" --clean-max -1
 expect2 "$dir/b" "$dir/m" --dirty-max 1K
 expect2 "$dir/b" "$dir/m" --dirty-max
 expect2 "$dir/b" "$dir/m" --stats ""
+expect2 "$dir/b" "$dir/m" --direct-writeback --buffered-writeback
 expect2 "$dir/b" "$dir/m" --bogus
 expect2 "$dir/b" "$dir/m" -o no_such_fuse_option
 "$UFS" --help >/dev/null || { echo "FAIL: --help" >&2; exit 1; }

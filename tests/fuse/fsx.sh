@@ -8,9 +8,11 @@
 #
 # First, a short run whose model is deliberately corrupted must fail: the
 # checks can see wrong data. US_FSX_UFS_ARGS: more unstable-fuse arguments
-# (fuse_fsx_direct: --direct-writeback, which must then have written runs
-# O_DIRECT; fuse_fsx_dropbehind: --clean-max 0, which must have dropped
-# clean chunks behind).
+# (fuse_fsx_buffered: --buffered-writeback, which must then have written no
+# run O_DIRECT, where the default must have written some wherever the
+# backing filesystem takes O_DIRECT; fuse_fsx_dropbehind: --clean-max 0,
+# which must have dropped clean chunks behind). Every run must have written
+# chunks written in part as their dirty pages alone.
 source "$(dirname "$0")/common.sh"
 
 FSX=${US_FSX:-$(dirname "$UFS")/../../tests/us-fuse-fsx}
@@ -41,11 +43,15 @@ done
 peak=$(stat_of "$WORK/stats" / peak_charged)
 echo "backing files equal the model; root domain peak charged $peak of max $((1 << 20))"
 [[ -n $peak && $peak -le $((1 << 20)) ]] || fail "peak charged $peak"
-if [[ ${US_FSX_UFS_ARGS:-} == *--direct-writeback* ]]; then
-	direct=$(awk '$1 == "direct_runs" { print $2 }' "$WORK/stats")
-	echo "runs written back O_DIRECT: ${direct:-none}"
-	[[ ${direct:-0} -gt 0 ]] || fail "--direct-writeback wrote no run O_DIRECT"
+direct=$(awk '$1 == "direct_runs" { print $2 }' "$WORK/stats")
+pages=$(awk '$1 == "page_ranges" { print $2 }' "$WORK/stats")
+echo "runs written back O_DIRECT: ${direct:-none}; ranges of dirty pages written alone: ${pages:-none}"
+if [[ ${US_FSX_UFS_ARGS:-} == *--buffered-writeback* ]]; then
+	[[ ${direct:-0} -eq 0 ]] || fail "--buffered-writeback wrote runs O_DIRECT"
+elif dd if=/dev/zero of="$WORK/odirect" bs=4096 count=1 oflag=direct status=none 2>/dev/null; then
+	[[ ${direct:-0} -gt 0 ]] || fail "no run written O_DIRECT (the default, and $WORK takes O_DIRECT)"
 fi
+[[ ${pages:-0} -gt 0 ]] || fail "no chunk written in part was written back as its dirty pages"
 if [[ ${US_FSX_UFS_ARGS:-} == *--clean-max* ]]; then
 	dropped=$(awk '$1 == "dropped_behind" { print $2 }' "$WORK/stats")
 	echo "clean chunks dropped behind: ${dropped:-none}"
