@@ -235,50 +235,6 @@ START_TEST(test_commit_lost_renumbers)
 END_TEST
 
 /*
- * A backend whose flush records the buffers it is handed and completes none
- * until the test says so.
- */
-struct held {
-	us_buf *b[8];
-	int n;
-};
-
-static int held_flush(void *ctx, us_object *o, us_buf *const *bufs, size_t n, uint64_t off,
-		      uint64_t len, enum us_reason reason)
-{
-	struct held *h = ctx;
-	size_t i;
-
-	(void)o;
-	(void)off;
-	(void)len;
-	(void)reason;
-	for (i = 0; i < n; i++) {
-		ck_assert_int_lt(h->n, 8);
-		h->b[h->n++] = bufs[i];
-	}
-	return 0;
-}
-
-static int held_sync(void *ctx, us_backend *b, enum us_reason reason)
-{
-	(void)ctx;
-	(void)b;
-	(void)reason;
-	return 0;
-}
-
-/* Completes every recorded write, stable. */
-static void held_complete(struct held *h)
-{
-	int i;
-
-	for (i = 0; i < h->n; i++)
-		ck_assert_int_eq(us_buf_write_done(h->b[i], US_WRITE_STABLE, 0, 0), 0);
-	h->n = 0;
-}
-
-/*
  * A domain whose dirty data waits for room on a backend whose in-flight cap
  * another domain's write fills (a slow link shared by several domains): its
  * charge waits in reclaim for as long as that write is in flight, since its
@@ -290,28 +246,26 @@ static void held_complete(struct held *h)
 START_TEST(test_reclaim_waits_for_room)
 {
 	us_engine *e = tu_engine(1ull << 30);
-	struct us_backend_ops ops = { .size = sizeof(ops), .flush = held_flush, .sync = held_sync };
-	struct held h = { .n = 0 };
-	us_backend *bk;
+	struct tb t; /* TB_HOLD: writes stay in flight until completed */
 	us_domain *big, *small;
 	us_object *ob, *os;
 	us_buf *b;
 	uint64_t pause, next;
 	int k, rc;
 
-	ck_assert_int_eq(us_backend_create(e, &ops, &h, &bk), 0);
-	ck_assert_int_eq(us_backend_set_max_inflight(bk, 1u << 20), 0);
+	tb_init(&t, e, false, true);
+	ck_assert_int_eq(us_backend_set_max_inflight(t.backend, 1u << 20), 0);
 	ck_assert_int_eq(us_domain_create(e, NULL, "big", 0, &big), 0);
 	ck_assert_int_eq(us_domain_create(e, NULL, "small", 0, &small), 0);
 	ck_assert_int_eq(us_domain_set_limit(small, US_LIMIT_MAX, 1u << 20), 0);
-	ck_assert_int_eq(us_object_create(bk, big, NULL, &ob), 0);
-	ck_assert_int_eq(us_object_create(bk, small, NULL, &os), 0);
+	ck_assert_int_eq(us_object_create(t.backend, big, NULL, &ob), 0);
+	ck_assert_int_eq(us_object_create(t.backend, small, NULL, &os), 0);
 	/* The other domain's write fills the cap, and stays in flight. */
 	ck_assert_int_eq(us_buf_get(ob, 0, 1u << 20, US_GET_NODATA, &b), 1);
 	ck_assert_int_ge(us_buf_dirty(b, NULL), 0);
 	ck_assert_int_eq(us_buf_put(b), 0);
 	ck_assert_int_eq(us_object_flush(ob, 0, US_UNLIMITED, 0), 1);
-	ck_assert_int_eq(h.n, 1);
+	ck_assert_uint_eq(t.npending, 1);
 	/* The small domain at its max, all of it dirty. */
 	ck_assert_int_eq(us_buf_get(os, 0, 1u << 20, US_GET_NODATA, &b), 1);
 	ck_assert_int_ge(us_buf_dirty(b, NULL), 0);
@@ -326,15 +280,15 @@ START_TEST(test_reclaim_waits_for_room)
 		ck_assert_msg(rc == -EAGAIN, "wait %d: reclaim %d", k, rc);
 		ck_assert_int_eq(us_engine_clock_advance(e, pause ? pause : 100000000), 0);
 		ck_assert_int_ge(us_engine_poll(e, 0, &next), 0);
-		ck_assert_int_eq(h.n, 1);
+		ck_assert_uint_eq(t.npending, 1);
 	}
 	ck_assert_uint_eq(tu_stats(small).enomem, 0);
 	/* The write completes: the small domain's data goes, then the charge
 	 * fits. */
-	held_complete(&h);
+	tb_complete_all(&t);
 	for (k = 0; k < 100; k++) {
 		ck_assert_int_ge(us_engine_poll(e, 0, &next), 0);
-		held_complete(&h);
+		tb_complete_all(&t);
 		rc = us_buf_get(os, 1u << 20, 64u << 10, US_GET_NODATA | US_GET_NOWAIT, &b);
 		if (rc != -EAGAIN)
 			break;
