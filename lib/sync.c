@@ -407,13 +407,14 @@ int us_domain_sync(us_domain *d)
 }
 
 /*
- * Whether destroying can succeed by waiting: everything is clean and
- * unreferenced and no sync exists, so only a busy object can be in the way
- * (a flush or commit call still returning on another thread, a commit
- * request or an eviction being finished). Those end by themselves: if one
- * is busy, this waits for the last busy count to drop (it kicks the
- * idle_waiters), or 10 ms. A sync the host keeps does not end by itself,
- * and makes this false.
+ * Whether destroying can succeed by waiting: no sync exists and everything
+ * is clean and unreferenced, or some object is busy (a flush or commit call
+ * still returning on another thread, a commit request or an eviction being
+ * finished): those end by themselves, and a flush call's buffers, clean
+ * once it has completed them inside the call, stay pinned until it returns.
+ * If one is busy, this waits for the last busy count to drop (it kicks the
+ * idle_waiters), or 10 ms. A sync the host keeps, or data not clean or held
+ * with nothing busy, does not end by itself, and makes this false.
  */
 static bool settle(us_engine *e)
 {
@@ -421,15 +422,15 @@ static bool settle(us_engine *e)
 	bool busy = false;
 
 	us__lock(e);
-	if (e->root->c.charged != e->root->c.evictable || !us_list_empty(&e->syncs)) {
-		us__unlock(e);
-		return false;
-	}
 	us_list_for_each (pos, &e->backends) {
 		us_backend *b = us_container_of(pos, us_backend, link);
 
 		us_list_for_each (opos, &b->objects)
 			busy |= us_container_of(opos, us_object, link)->busy != 0;
+	}
+	if (!us_list_empty(&e->syncs) || (!busy && e->root->c.charged != e->root->c.evictable)) {
+		us__unlock(e);
+		return false;
 	}
 	e->idle_waiters += busy;
 	us__unlock(e);
