@@ -34,10 +34,16 @@ assert j["bytes"] == 16 << 20
 assert j["raw_mb_s"] > 0 and j["nfs_cp_mb_s"] > 0
 assert len(j["runs"]) == 1 and j["runs"][0]["limit_mib"] == 5
 r = j["runs"][0]
+# the server CPU seconds: one figure per run of each configuration
+for k in ("raw_server_cpu_s_all", "nfs_cp_server_cpu_s_all"):
+    assert len(j[k]) == 1 and j[k][0] >= 0, (k, j[k])
 if "fuse" in only:
     assert r["fuse_nfs_mb_s"] > 0 and r["nocache_mb_s"] > 0, r
     assert r["kernel_writeback_mb_s"] >= 0 and r["ratio_raw"] > 0, r
     assert r["max_stall_ms"] >= 0 and 0 < r["fuse_peak_charged"] <= 5 << 20, r
+    for k in ("fuse_nfs_server_cpu_s_all", "kernel_writeback_server_cpu_s_all"):
+        assert len(r[k]) == 1 and r[k][0] >= 0, (k, r[k])
+    assert len(j["nocache_server_cpu_s_all"]) == 1, j
 else:
     assert r["fuse_nfs_mb_s"] is None and r["ratio_raw"] is None, r
 print("PASS")
