@@ -106,14 +106,16 @@ struct lnfs_fh {
 /*
  * WRITE3s of one file in flight at most (--rpcs caps the mount's). The
  * server's writes to one file take its inode lock in turn (ext4's i_rwsem
- * under ganesha's VFS FSAL): with more in flight, the waiting threads spin
- * on it while the holder copies, on the cores the client needs. 1 GiB
- * through a 60 and a 2048 MiB max, 3 rounds, runs alternating, median
- * MB/s, the server's mean CPU seconds per run: 2 in flight 224 / 315, 1.7 s;
- * 4: 178 / 223, 2.7 s; 2 of 512 KiB RPCs: 163 / 319, 2.6 s; 16 (as before):
- * 219 / 203, 2.7 s.
+ * under ganesha's VFS FSAL), and with more in flight its waiting threads
+ * spin on it while the holder copies. Paired single runs (1 GiB, runs
+ * alternating, median of the pairs' ratios, files removed through the
+ * server): 4 against 2, 1.19x at 2 GiB; 8 against 4, 1.14x at 2 GiB; 16
+ * against 8, 1.01x; 8 against 2, 1.02x at 5 MiB and 1.21x at 60 MiB, for
+ * 0.1-0.3 s more of the server's CPU per GiB. (2 had been chosen from runs
+ * against a server that kept every earlier run's removed file open, and
+ * spent 3 to 5 times the CPU per GiB: there 4 had lost to 2.)
  */
-#define NB_FILE_RPCS 2
+#define NB_FILE_RPCS 8
 #define WC_TIMEOUT_MS 10000 /* no reply for this long: the write connection is dropped */
 #define WC_HDR_MAX 512	    /* a WRITE3 call's bytes before its data */
 #define WC_RBUF 65536	    /* the largest reply record on the write connection */
