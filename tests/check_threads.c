@@ -488,20 +488,41 @@ static void gate_wait(void)
 
 static us_engine *parked_engine;
 
-/* Commits, signals the gate, then stays in the call until the engine's
- * virtual clock moves: the engine must wait for the call to return, not
- * only for the completion, and only its own waiting moves the clock. */
+/* Signals the gate, then stays until parked_engine's virtual clock moves:
+ * only the engine's own waiting moves it. */
+static void park(void)
+{
+	uint64_t at = us_engine_now(parked_engine);
+
+	gate_set(true);
+	while (us_engine_now(parked_engine) == at)
+		sched_yield();
+}
+
+/* Dirties n 64 KiB buffers of o from offset 0, without payloads. */
+static void dirty_blocks(us_object *o, uint64_t n)
+{
+	uint64_t i;
+
+	for (i = 0; i < n; i++) {
+		us_buf *b;
+
+		tu_assert(us_buf_get(o, i * 65536, 65536, US_GET_NODATA, &b) == 1, "get");
+		tu_assert(us_buf_dirty(b, NULL) == 0, "dirty");
+		tu_assert(us_buf_put(b) == 0, "put");
+	}
+}
+
+/* Commits, then parks: the engine must wait for the call to return, not
+ * only for the completion. */
 static int parked_commit(void *ctx, us_object *o, enum us_reason reason)
 {
-	uint64_t t = ibk_covered(ctx), at;
+	uint64_t t = ibk_covered(ctx);
 
 	(void)reason;
 	if (t)
 		us_object_commit_done(o, t);
-	at = us_engine_now(parked_engine);
-	gate_set(true);
-	while (us_engine_now(parked_engine) == at)
-		sched_yield();
+	park();
 	return 0;
 }
 
@@ -519,17 +540,10 @@ START_TEST(test_shutdown_waits_for_callbacks)
 	us_engine *e = ibk_engine(&x, &ops, true, 1u << 30, 2);
 	us_domain *d;
 	us_object *o = ibk_object(e, &x, 64 << 20, &d);
-	uint64_t i;
 
 	parked_engine = e;
 	gate_set(false);
-	for (i = 0; i < 4; i++) {
-		us_buf *b;
-
-		tu_assert(us_buf_get(o, i * 65536, 65536, US_GET_NODATA, &b) == 1, "get");
-		tu_assert(us_buf_dirty(b, NULL) == 0, "dirty");
-		tu_assert(us_buf_put(b) == 0, "put");
-	}
+	dirty_blocks(o, 4);
 	/* Written and acknowledged unstable from this thread; the commit of
 	 * old unstable data comes from a flusher once the interval passes. */
 	ck_assert_int_eq(us_object_flush(o, 0, US_UNLIMITED, 0), 4);
@@ -541,13 +555,11 @@ START_TEST(test_shutdown_waits_for_callbacks)
 }
 END_TEST
 
-/* Completes the run stable, signals the gate, then stays in the call until
- * the engine's virtual clock moves: the buffers are clean but still pinned
- * by the engine until the call returns. */
-static int parked_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n,
-			uint64_t offset, uint64_t length, enum us_reason reason)
+/* Completes the run stable, then parks: the buffers are clean but still
+ * pinned by the engine until the call returns. */
+static int parked_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
+			uint64_t length, enum us_reason reason)
 {
-	uint64_t at;
 	size_t i;
 
 	(void)ctx;
@@ -558,10 +570,7 @@ static int parked_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n
 	for (i = 0; i < n; i++)
 		if (us_buf_write_done(bufs[i], US_WRITE_STABLE, 0, 0))
 			return -EIO;
-	at = us_engine_now(parked_engine);
-	gate_set(true);
-	while (us_engine_now(parked_engine) == at)
-		sched_yield();
+	park();
 	return 0;
 }
 
@@ -573,23 +582,18 @@ static int parked_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n
  */
 START_TEST(test_shutdown_waits_for_flush_call)
 {
-	struct us_backend_ops ops = { .size = sizeof(ops), .flush = parked_flush, .sync = ibk_sync };
+	struct us_backend_ops ops = { .size = sizeof(ops),
+				      .flush = parked_flush,
+				      .sync = ibk_sync };
 	struct ibk x = { .txn = 0 };
 	us_engine *e = ibk_engine(&x, &ops, true, 1u << 30, 2);
 	us_domain *d;
 	us_object *o = ibk_object(e, &x, 64 << 20, &d);
 	struct us_domain_stats st;
-	uint64_t i;
 
 	parked_engine = e;
 	gate_set(false);
-	for (i = 0; i < 4; i++) {
-		us_buf *b;
-
-		tu_assert(us_buf_get(o, i * 65536, 65536, US_GET_NODATA, &b) == 1, "get");
-		tu_assert(us_buf_dirty(b, NULL) == 0, "dirty");
-		tu_assert(us_buf_put(b) == 0, "put");
-	}
+	dirty_blocks(o, 4);
 	/* The data expires: a flusher writes it back. */
 	ck_assert_int_eq(us_engine_clock_advance(e, 60 * 1000000000ull), 0);
 	gate_wait();
