@@ -238,8 +238,7 @@ static void json_run(const struct sim_config *c, const struct sim_result *r, con
 		       "\"backend_utilisation\":%.3f,\"peak_charged\":%llu,\"enomem\":%llu,"
 		       "\"oom\":%llu,\"max_pause_ms\":%.1f,\"p99_pause_ms\":%.1f,"
 		       "\"max_stall_ms\":%.1f,\"lost_bytes\":%llu}\n",
-		       d->name,
-		       (unsigned long long)(d->max == UINT64_MAX ? 0 : d->max),
+		       d->name, (unsigned long long)(d->max == UINT64_MAX ? 0 : d->max),
 		       (unsigned long long)w->bytes, (double)w->done_ns / 1e9, w->throughput,
 		       (unsigned long long)w->ceiling, w->ratio, (unsigned long long)bw,
 		       utilisation(c, r), (unsigned long long)r->dom[c->wr[i].domain].peak_charged,
@@ -262,6 +261,9 @@ static void json_run(const struct sim_config *c, const struct sim_result *r, con
 	       c->scenario, pol, r->jain, r->wall_seconds, (double)r->end_ns / 1e9,
 	       (unsigned long long)r->commits_asked, (unsigned long long)r->server_commits,
 	       (unsigned long long)backend_bw(c), utilisation(c, r));
+	if (!m->realtime)
+		printf(",\"jain_window\":%.4f,\"window_s\":%.1f,\"windows\":%llu", r->jain_window,
+		       (double)r->window_ns / 1e9, (unsigned long long)r->nwindows);
 	/* In real time virtual_seconds is the writers' real time. */
 	if (m->realtime) {
 		printf(",\"mode\":\"realtime\",\"backend\":\"%s\",\"peak_rss\":%llu,"
@@ -1089,5 +1091,9 @@ int main(int argc, char **argv)
 	printf("Jain index %.4f; %llu commits asked, %llu server commits; %.2f s %s\n", r.jain,
 	       (unsigned long long)r.commits_asked, (unsigned long long)r.server_commits,
 	       r.wall_seconds, m.realtime ? "in all" : "of CPU");
+	if (!m.realtime && r.nwindows)
+		printf("Jain index over %.1f s windows: %.4f at worst (%llu windows with two "
+		       "writers or more throughout)\n",
+		       (double)r.window_ns / 1e9, r.jain_window, (unsigned long long)r.nwindows);
 	return 0;
 }

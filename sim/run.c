@@ -70,6 +70,9 @@ struct wstate {
 	uint64_t blocked_since; /* naive: full since then */
 	uint64_t progress_ns;	/* its last block's copy ended then (start: its start) */
 	uint64_t max_stall, oom;
+	/* Bytes written in each window of the run (struct windows). */
+	uint64_t *win;
+	size_t nwin;
 	bool gated, done, blocked;
 };
 
@@ -146,6 +149,67 @@ static void stall_end(struct wstate *x, uint64_t now)
 {
 	if (now > x->progress_ns && now - x->progress_ns > x->max_stall)
 		x->max_stall = now - x->progress_ns;
+}
+
+/*
+ * Fairness over time: the run is cut into windows of 10 max pauses (2 s by
+ * default), and each writer's bytes are counted in the window in which it
+ * dirtied them. The Jain index of a window is taken over the writers that
+ * were writing for the whole of it (started before it, done after it); the
+ * result keeps the smallest over the windows with at least two of them.
+ */
+static void window_add(struct wstate *x, uint64_t now, uint64_t window_ns, uint64_t bytes)
+{
+	size_t k = (size_t)(now / window_ns);
+
+	if (k >= x->nwin) {
+		size_t n = k + 1 > 2 * x->nwin ? k + 1 : 2 * x->nwin;
+		uint64_t *v = realloc(x->win, n * sizeof(*v));
+
+		if (!v)
+			return; /* without memory the window count stays short */
+		memset(v + x->nwin, 0, (n - x->nwin) * sizeof(*v));
+		x->win = v;
+		x->nwin = n;
+	}
+	x->win[k] += bytes;
+}
+
+static double windows_jain(const struct sim_config *c, const struct wstate *w, uint64_t window_ns,
+			   uint64_t *nwindows)
+{
+	double worst = 1;
+	size_t k, last = 0;
+	int i;
+
+	*nwindows = 0;
+	for (i = 0; i < c->nwr; i++)
+		if (w[i].nwin > last)
+			last = w[i].nwin;
+	for (k = 0; k < last; k++) {
+		uint64_t lo = k * window_ns, hi = lo + window_ns;
+		double sum = 0, sq = 0;
+		int n = 0;
+
+		for (i = 0; i < c->nwr; i++) {
+			double b;
+
+			if (c->wr[i].start_ns > lo || w[i].done_ns < hi)
+				continue;
+			b = k < w[i].nwin ? (double)w[i].win[k] : 0;
+			sum += b;
+			sq += b * b;
+			n++;
+		}
+		if (n < 2)
+			continue;
+		(*nwindows)++;
+		if (sq > 0 && sum * sum / (n * sq) < worst)
+			worst = sum * sum / (n * sq);
+		else if (sq == 0)
+			worst = 0; /* a whole window without progress for any */
+	}
+	return worst;
 }
 
 /* no-reclaim-wait: what holds domain d is only dirty data and data under
@@ -480,6 +544,12 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		FAIL("cannot create the engine");
 		goto out;
 	}
+	{
+		uint64_t max_pause = 0;
+
+		us_engine_get_param(e, US_PARAM_MAX_PAUSE_NS, &max_pause);
+		r->window_ns = 10 * (max_pause ? max_pause : 200 * MS);
+	}
 	/* The client knows its link's speed: the engine's first estimate of
 	 * the clean-out rate, before it has measured anything (all policies). */
 	if (servers_init(c, e, srv, nsrv, nwb, &lay, err, len)) {
@@ -638,6 +708,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			g = us_buf_dirty(b, &pause);
 			us_buf_put(b);
 			x->off += bs;
+			window_add(x, now, r->window_ns, bs);
 			stall_end(x, now);
 			/* The copy itself, at the writer's own speed: its time
 			 * ends when the copy does. */
@@ -727,6 +798,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		}
 	}
 	sim_result_fill(r, c, dom, bks, nsrv, dom_commits, flushes, server_commits);
+	r->jain_window = windows_jain(c, w, r->window_ns, &r->nwindows);
 	/* The backends' part: what they wrote over the whole run. */
 	r->backend_bytes = 0;
 	for (j = 0; j < (size_t)nsrv; j++) {
@@ -740,8 +812,10 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		r->dom[i].over_max =
 			c->dom[i].max != UINT64_MAX && r->dom[i].peak_charged > c->dom[i].max;
 out:
-	for (i = 0; w && i < c->nwr; i++)
+	for (i = 0; w && i < c->nwr; i++) {
 		sim_pauses_free(&w[i].pauses);
+		free(w[i].win);
+	}
 	for (j = 0; srv && j < (size_t)nsrv; j++)
 		sim_srv_fini(&srv[j]);
 	/* Each writer's object goes with its own buffers first: cheaper than

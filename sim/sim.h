@@ -121,7 +121,7 @@ struct sim_writer_result {
 struct sim_domain_result {
 	uint64_t peak_charged, commits, flushes, enomem;
 	uint64_t max_stall_ns; /* the engine's us_domain_stats.max_stall_ns */
-	bool over_max; /* charged passed max at some step */
+	bool over_max;	       /* charged passed max at some step */
 };
 
 /* Per writer and per domain of the config, allocated by the run
@@ -131,6 +131,11 @@ struct sim_result {
 	struct sim_domain_result *dom;
 	uint64_t end_ns, server_commits, commits_asked;
 	double jain, wall_seconds;
+	/* Virtual time: the smallest Jain index over the windows of window_ns
+	 * (10 max pauses) in which two writers or more wrote throughout
+	 * (nwindows of them; 1 when there is none). */
+	double jain_window;
+	uint64_t window_ns, nwindows;
 	/* Virtual time: the bytes the backend wrote (flushed) in the whole run,
 	 * final sync included, and that run's length. */
 	uint64_t backend_bytes, run_ns;
