@@ -344,8 +344,9 @@ again:
 		us__unlock(e);
 		return -ENOENT;
 	}
-	/* Reclaim first what cannot fit, before allocating a payload for it. */
-	if (!us__charge_possible(o->domain, length)) {
+	/* Reclaim first what cannot fit, before allocating a payload for it;
+	 * or wait for the charges that waited for room before this one. */
+	if (!us__charge_turn(o, length)) {
 		bool wait = e->nthreads && !(flags & US_GET_NOWAIT);
 		uint64_t retry;
 
@@ -367,8 +368,7 @@ again:
 	if (!nb)
 		return -ENOMEM;
 	if (!(flags & US_GET_NODATA)) {
-		data = us__payload_alloc(e, o->domain, (size_t)length,
-					 !(flags & US_GET_UNINIT));
+		data = us__payload_alloc(e, o->domain, (size_t)length, !(flags & US_GET_UNINIT));
 		if (!data) {
 			us__meta_free(e, nb, sizeof(*nb));
 			return -ENOMEM;
@@ -387,7 +387,7 @@ again:
 	}
 	/* Another writer took the room reclaim made: reclaim again (a few
 	 * times), or let a non-blocking caller retry. */
-	if (!us__charge_possible(o->domain, length) && tries < 8) {
+	if (!us__charge_turn(o, length) && tries < 8) {
 		us__unlock(e);
 		us__payload_free(e, data, (size_t)length);
 		us__meta_free(e, nb, sizeof(*nb));
@@ -399,6 +399,7 @@ again:
 		return -EAGAIN;
 	}
 	rc = us__charge(o->domain, length, &victims);
+	us__turn_leave(&o->room); /* served, or refused for good */
 	if (rc) {
 		if (rc == -ENOMEM && us__stalling(o))
 			us__stall_note(o, true, 0); /* the stall ends in ENOMEM */

@@ -140,6 +140,17 @@ static inline void us_list_del(struct us_list *n)
 
 #define us_list_for_each(pos, head) for ((pos) = (head)->next; (pos) != (head); (pos) = (pos)->next)
 
+/*
+ * A writer's place in a queue of waiters (turn.c): q is the queue it waits
+ * in (NULL: none), ticket its engine-wide arrival number, due_ns the time it
+ * was told to come back.
+ */
+struct us_turn {
+	struct us_list link;
+	struct us_list *q;
+	uint64_t ticket, due_ns;
+};
+
 /* ------------------------------------------------------------------------ */
 /* Intrusive AVL tree keyed by a uint64_t (tree.c).                          */
 
@@ -266,6 +277,9 @@ struct us_domain {
 	struct us_list *lru_head; /* lru.next when lru_min was last set */
 	/* Writeback contexts of this domain alone (us_wb.dom_link). */
 	struct us_list wbs;
+	/* Writers waiting, oldest first (turn.c): at this domain's dirty
+	 * threshold (gate_q), and for room under its max (room_q). */
+	struct us_list gate_q, room_q;
 	/*
 	 * granted: the lock-free credit outstanding in the whole subtree, held
 	 * by writer caches (tcache.c), spent or not, until drained into pinned;
@@ -323,6 +337,7 @@ struct us_wb {
 	uint64_t bw_cleaned;	    /* cleaned at the last sample */
 	uint64_t bw_last;	    /* the last sample alone, bytes per second */
 	uint64_t bw_counted;	    /* its rate in its domains' bw_sum, 0: not in it */
+	struct us_list gate_q;	    /* writers waiting at its share (turn.c) */
 	uint64_t chk[5];	    /* scratch for the checker */
 	struct us_list sample_link; /* engine->wb_samples, by bw_stamp_ns (I9) */
 };
@@ -376,7 +391,10 @@ struct us_object {
 	struct us_wb *wb;
 	struct us_list dirty_link; /* wb->dirty_objs while ndirty > 0 */
 	uint64_t pause_debt_ns;	   /* throttle pauses not yet returned */
-	uint64_t high_debt_ns;	   /* memory.high delay not yet returned */
+	/* Its writer's places among the waiters (turn.c): at a dirty
+	 * threshold's gate, and for room under a max. */
+	struct us_turn gate, room;
+	uint64_t high_debt_ns; /* memory.high delay not yet returned */
 	/* The stall of o's writer (us__stall_note()): the waits it served so
 	 * far without progress, and the wait it was last handed (0: none)
 	 * at stall_mark_ns. */
@@ -525,7 +543,8 @@ struct us_engine {
 	struct us_list syncs;
 	uint64_t dirty_seq;
 	struct us_sync *shutdown;
-	uint64_t id; /* unique for the process's lifetime (tcache.c) */
+	uint64_t id;	       /* unique for the process's lifetime (tcache.c) */
+	uint64_t turn_tickets; /* waiters' arrival numbers, ever (turn.c) */
 
 	/* Threaded mode (thread.c), under thr_lock (US_LOCK_THREADS): idle
 	 * flushers wait on thr_cond, threads waiting for progress (a charge
@@ -557,7 +576,7 @@ uint64_t us__now(us_engine *e);
 
 /* alloc.c */
 void *us__meta_alloc(us_engine *e, size_t size); /* zeroed */
-void us__names_fini(us_engine *e); /* frees the domain name table (domain.c) */
+void us__names_fini(us_engine *e);		 /* frees the domain name table (domain.c) */
 void us__meta_free(us_engine *e, void *p, size_t size);
 /* Zeroed when zero is true. */
 void *us__payload_alloc(us_engine *e, const us_domain *d, size_t size, bool zero);
@@ -651,6 +670,16 @@ void us__pipe_forget(us_domain *d);
 void us__domain_thresholds(const us_domain *d, uint64_t *bg, uint64_t *dirty);
 /* The pause for a writer of o that dirtied bytes; -EAGAIN at the limit. */
 int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake);
+/* turn.c: waiters served in arrival order. Under the lock. */
+/* t waits in q (joins at the end unless it waits there already) and will
+ * be back at due_ns. */
+void us__turn_join(us_engine *e, struct us_turn *t, struct us_list *q, uint64_t due_ns);
+void us__turn_leave(struct us_turn *t);
+/* The live waiter of q that t must let go first, or NULL (q's stale heads
+ * are dropped on the way). */
+struct us_turn *us__turn_ahead(us_engine *e, struct us_list *q, const struct us_turn *t,
+			       uint64_t now);
+
 /* tcache.c: writer caches. us__tcache_get() takes the engine lock itself:
  * call it without. The others, but push, need the lock. */
 struct us_tcache *us__tcache_get(us_engine *e);
@@ -774,6 +803,11 @@ bool us__in_callback(us_engine *e);
 /* reclaim.c */
 /* Could a charge of len bytes to d fit after evicting all it may? */
 bool us__charge_possible(const us_domain *d, uint64_t len);
+/* The charge waiting for room that o's must let go first, or NULL. */
+struct us_turn *us__room_ahead(us_object *o, uint64_t now);
+/* Could o's charge of len fit, and is it its turn (no charge waiting for
+ * room before it)? */
+bool us__charge_turn(us_object *o, uint64_t len);
 /* Counts a refused charge (max events, ENOMEM); returns -ENOMEM. */
 int us__charge_refused(us_domain *d, uint64_t len);
 /* Admits a charge of len bytes to d: evicts into victims as needed. */

@@ -170,6 +170,8 @@ int us_object_destroy(us_object *o)
 		us__lock(e);
 	}
 	us_list_del(&o->link);
+	us__turn_leave(&o->gate);
+	us__turn_leave(&o->room);
 	us__wb_detach(o);
 	o->backend->nobjects--;
 	o->domain->nobjects--;

@@ -476,6 +476,9 @@ static void reclaim_done(us_domain *d)
 	}
 }
 
+/* The shortest wait behind a charge waiting for room before this one. */
+#define ROOM_TURN_MIN_NS (50 * 1000)
+
 int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 {
 	us_engine *e = o->engine;
@@ -487,12 +490,24 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 	int rc;
 
 	us__lock(e);
-	if (us__charge_possible(o->domain, len)) {
-		reclaim_done(o->domain);
-		us__unlock(e);
-		return 0;
-	}
 	now = us__now(e);
+	if (us__charge_possible(o->domain, len)) {
+		struct us_turn *h = us__room_ahead(o, now);
+
+		if (!h) {
+			reclaim_done(o->domain);
+			us__unlock(e);
+			return 0;
+		}
+		/* Room, but others waited for it first: behind them, back
+		 * when the one ahead is due. */
+		wait = h->due_ns > now + ROOM_TURN_MIN_NS ? h->due_ns - now : ROOM_TURN_MIN_NS;
+		us__turn_join(e, &o->room, h->q, now + wait);
+		us__unlock(e);
+		if (retry_ns)
+			*retry_ns = wait;
+		return -EAGAIN;
+	}
 	for (a = o->domain; a; a = a->parent) {
 		if (a->max == US_UNLIMITED || a->c.charged - a->c.evictable + len <= a->max)
 			continue;
@@ -537,6 +552,7 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 	}
 	if (fail || !top) {
 		reclaim_done(o->domain);
+		us__turn_leave(&o->room);
 		rc = us__charge_refused(o->domain, len);
 		us__unlock(e);
 		return rc;
@@ -554,6 +570,8 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 	rc = us__charge_possible(o->domain, len) ? 0 : -EAGAIN;
 	if (rc == 0)
 		reclaim_done(o->domain);
+	else /* waits for room in top's queue (turn.c) */
+		us__turn_join(e, &o->room, &top->room_q, now + (wait ? wait : 1));
 	us__unlock(e);
 	if (retry_ns)
 		*retry_ns = rc ? (wait ? wait : 1) : 0;

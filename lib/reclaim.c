@@ -176,6 +176,25 @@ bool us__charge_possible(const us_domain *d, uint64_t len)
 	return true;
 }
 
+/*
+ * Room under a max goes to the charges waiting for it in the order they
+ * came (turn.c): the waiter o must let go first on its chain, or NULL.
+ */
+struct us_turn *us__room_ahead(us_object *o, uint64_t now)
+{
+	struct us_turn *h = NULL;
+	us_domain *a;
+
+	for (a = o->domain; a && !h; a = a->parent)
+		h = us__turn_ahead(o->engine, &a->room_q, &o->room, now);
+	return h;
+}
+
+bool us__charge_turn(us_object *o, uint64_t len)
+{
+	return us__charge_possible(o->domain, len) && !us__room_ahead(o, us__now(o->engine));
+}
+
 int us__charge_refused(us_domain *d, uint64_t len)
 {
 	us_domain *a;

@@ -87,21 +87,23 @@ struct level {
 };
 
 struct throttle {
-	double pos;	  /* smallest position ratio on the chain */
-	bool bg;	  /* some domain is past its background threshold */
-	bool paused;	  /* some domain is past its freerun */
-	bool over;	  /* some domain is at its dirty limit */
-	uint64_t margin;  /* smallest freerun - pinned - granted on the chain */
-	struct us_wb *wb; /* the writer's context, for its share; or NULL */
-	us_object *obj;	  /* the writer, for its own pinned bytes; or NULL */
-	us_domain *spent; /* topmost domain with pinned + granted past bg and
+	double pos;		/* smallest position ratio on the chain */
+	bool bg;		/* some domain is past its background threshold */
+	bool paused;		/* some domain is past its freerun */
+	bool over;		/* some domain is at its dirty limit */
+	uint64_t margin;	/* smallest freerun - pinned - granted on the chain */
+	struct us_wb *wb;	/* the writer's context, for its share; or NULL */
+	us_object *obj;		/* the writer, for its own pinned bytes; or NULL */
+	us_domain *spent;	/* topmost domain with pinned + granted past bg and
 			     credit outstanding; or NULL */
+	struct us_list *over_q; /* the waiters' queue of the first limit
+				   that stops the writer (turn.c); or NULL */
 };
 
 /* Nothing found yet: no pause, no limit, the widest margin. */
-#define THROTTLE_INIT                                                  \
-	{                                                              \
-		2.0, false, false, false, UINT64_MAX, NULL, NULL, NULL \
+#define THROTTLE_INIT                                                        \
+	{                                                                    \
+		2.0, false, false, false, UINT64_MAX, NULL, NULL, NULL, NULL \
 	}
 
 /* What the writer holds pinned: a writer that holds nothing is never held at
@@ -139,7 +141,8 @@ static uint64_t wb_pinned(const struct us_wb *wb)
  * updates t. own: the pinned bytes of the writer's context; a writer whose
  * context holds nothing is never stopped at the gate (it pauses at most).
  */
-static void position(struct throttle *t, uint64_t pinned, uint64_t bg, uint64_t dirty, uint64_t own)
+static void position(struct throttle *t, uint64_t pinned, uint64_t bg, uint64_t dirty, uint64_t own,
+		     struct us_list *q)
 {
 	uint64_t freerun, setpoint;
 	double x, pos;
@@ -147,8 +150,11 @@ static void position(struct throttle *t, uint64_t pinned, uint64_t bg, uint64_t 
 	if (pinned >= dirty) {
 		t->paused = true;
 		t->pos = 0;
-		if (own)
+		if (own) {
 			t->over = true;
+			if (!t->over_q)
+				t->over_q = q;
+		}
 		return;
 	}
 	freerun = bg + (dirty - bg) / 2;
@@ -202,11 +208,13 @@ static void position_shared(struct throttle *t, const us_domain *d, struct level
 	if (tw < run)
 		tw = run;
 	bw = (uint64_t)((double)l.bg * ((double)tw / (double)l.dirty));
-	position(t, mine, bw, tw, own);
+	position(t, mine, bw, tw, own, &t->wb->gate_q);
 	if (own && pinned >= l.dirty + l.dirty / 2) {
 		t->over = true;
 		t->paused = true;
 		t->pos = 0;
+		if (!t->over_q)
+			t->over_q = &((us_domain *)d)->gate_q;
 	}
 }
 
@@ -277,7 +285,7 @@ static struct level eval(us_domain *d, struct throttle *t)
 	if (others && l.dirty)
 		position_shared(t, d, l, pinned, others);
 	else
-		position(t, pinned, l.bg, l.dirty, own_pinned(t));
+		position(t, pinned, l.bg, l.dirty, own_pinned(t), &d->gate_q);
 	return l;
 }
 
@@ -467,11 +475,27 @@ static uint64_t pipeline_pause(const us_object *o, uint64_t floor)
 	return ns >= (double)e->max_pause_ns ? e->max_pause_ns : (uint64_t)ns;
 }
 
+/*
+ * The waiter o must let go first at a gate of its chain (turn.c): on its
+ * context's queue or a domain's from its own up to the root; or NULL.
+ */
+static struct us_turn *gate_ahead(us_object *o, uint64_t now)
+{
+	us_engine *e = o->engine;
+	struct us_turn *h = us__turn_ahead(e, &o->wb->gate_q, &o->gate, now);
+	us_domain *a;
+
+	for (a = o->domain; a && !h; a = a->parent)
+		h = us__turn_ahead(e, &a->gate_q, &o->gate, now);
+	return h;
+}
+
 static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake)
 {
 	struct throttle t = THROTTLE_INIT;
 	us_engine *e = o->engine;
-	uint64_t bw = us__wb_link_rate(o->wb), pause, floor;
+	uint64_t bw = us__wb_link_rate(o->wb), pause, floor, now = us__now(e);
+	struct us_turn *ahead;
 	struct level l;
 
 	t.wb = o->wb;
@@ -483,6 +507,20 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		us__credit_revoke(t.spent);
 	if (wake)
 		*wake = t.bg;
+	/* Under every limit, but writers that waited before this one go
+	 * first (turn.c): it waits behind them, until the one ahead is due. */
+	if (!t.over && o->pinned && (ahead = gate_ahead(o, now))) {
+		floor = pause_floor(o, l);
+		pause = ahead->due_ns > now + floor ? ahead->due_ns - now : floor;
+		pause = min64(pause, e->max_pause_ns);
+		us__turn_join(e, &o->gate, ahead->q, now + pause);
+		o->pause_debt_ns = 0;
+		us__domain_event(o->domain, US_EV_OVER_LIMIT, 1);
+		*pause_ns = pause;
+		return -EAGAIN;
+	}
+	if (!t.over || !o->pinned)
+		us__turn_leave(&o->gate);
 	if (t.over) {
 		/* Wait for about the time it takes to clean this much, or a
 		 * tick; but not past the end of the commit in flight, which
@@ -497,6 +535,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		if (pause < floor) /* a wait, not a spin on the lock */
 			pause = floor;
 		o->pause_debt_ns = 0;
+		us__turn_join(e, &o->gate, t.over_q, now + pause);
 		us__domain_event(o->domain, US_EV_OVER_LIMIT, 1);
 		*pause_ns = pause;
 		return -EAGAIN;

@@ -134,7 +134,24 @@ struct fz {
 	unsigned dom_gen;
 	struct hk hk;
 	uint64_t ncb; /* callbacks called */
+	/* Objects whose last charge or reclaim was told to wait for room
+	 * (-EAGAIN) and that have not charged since: room goes to waiters in
+	 * arrival order, so a charge that fits may wait while another object
+	 * waits (the model does not predict when a waiter's turn goes stale,
+	 * only that nobody waits behind nobody). */
+	bool room_wait[RM_NOBJ];
 };
+
+/* Whether an object other than o waits for room. */
+static bool other_waits(const struct fz *f, int o)
+{
+	int i;
+
+	for (i = 0; i < RM_NOBJ; i++)
+		if (i != o && f->room_wait[i])
+			return true;
+	return false;
+}
 
 static struct fz *F;
 
@@ -678,6 +695,7 @@ static void op_obj_create(struct fz *f)
 	}
 	CHECK(rc == 0, "us_object_create: %d", rc);
 	f->obj[o] = obj;
+	f->room_wait[o] = false;
 	f->m.obj[o].h = obj;
 }
 
@@ -759,15 +777,23 @@ static void op_get(struct fz *f)
 		CHECK(rc == -EEXIST, "get overlapping: %d", rc);
 		return;
 	case RM_GET_FITS:
+		/* Behind an earlier waiter: nothing started, nothing changed. */
+		if (rc == -EAGAIN && other_waits(f, o) && f->ncb == ncb0) {
+			f->room_wait[o] = true;
+			return;
+		}
 		CHECK(rc == 1, "get that fits: %d", rc);
+		f->room_wait[o] = false;
 		break;
 	case RM_GET_RECLAIM:
 		CHECK(rc == 1 || rc == -EAGAIN || rc == -ENOMEM, "get after reclaim: %d", rc);
+		f->room_wait[o] = rc == -EAGAIN;
 		if (rc != 1)
 			return;
 		break;
 	case RM_GET_HOPELESS:
 		CHECK(rc == -ENOMEM, "get that cannot fit: %d", rc);
+		f->room_wait[o] = false;
 		return;
 	}
 	/* Created: it must fit now (the model saw the evictions). */
@@ -1073,23 +1099,27 @@ static void op_obj_commit(struct fz *f)
 static void op_reclaim(struct fz *f)
 {
 	int o = pick_obj(f), rc;
-	uint64_t len = (uint64_t)(1 + u8(f) % 32) * K4, retry = 0;
+	uint64_t len = (uint64_t)(1 + u8(f) % 32) * K4, retry = 0, ncb0;
 	enum rm_get pr;
 
 	if (o < 0)
 		return;
 	pr = rm_charge_predict(&f->m, o, len);
+	ncb0 = f->ncb;
 	rc = us_object_reclaim(f->obj[o], len, &retry);
 	if (fired(f))
 		/* It started less than it wanted, or nothing. */
 		CHECK(rc == 0 || rc == -EAGAIN || rc == -ENOMEM,
 		      "reclaim with a failed allocation: %d", rc);
 	else if (pr == RM_GET_FITS)
-		CHECK(rc == 0, "reclaim that fits: %d", rc);
+		CHECK(rc == 0 || (rc == -EAGAIN && other_waits(f, o) && f->ncb == ncb0),
+		      "reclaim that fits: %d", rc);
 	else if (pr == RM_GET_HOPELESS)
 		CHECK(rc == -ENOMEM, "reclaim that cannot fit: %d", rc);
 	else
 		CHECK(rc == 0 || rc == -EAGAIN || rc == -ENOMEM, "reclaim: %d", rc);
+	if (rc == -EAGAIN || rc == -ENOMEM)
+		f->room_wait[o] = rc == -EAGAIN;
 }
 
 /* A sync step that saw the failure deferred its work: the next one, at

@@ -552,9 +552,17 @@ US_EXPORT uint64_t us_object_bandwidth(const us_object *o);
 /*
  * The throttle gate for a writer about to dirty data of o. Returns 0 when
  * the writer may go on now; -EAGAIN when o's domain, or one of its
- * ancestors, is at or above its dirty limit: *pause_ns (when not NULL) is
- * then the time after which to call again, and the next us_engine_poll()
- * writes back for the throttled domains with reason THROTTLE.
+ * ancestors, is at or above its dirty limit (or o's writeback context at its
+ * share of it), or when writers that waited at a gate of o's chain before
+ * it have not gone yet: *pause_ns (when not NULL) is then the time after
+ * which to call again, and the next us_engine_poll() writes back for the
+ * throttled domains with reason THROTTLE.
+ *
+ * The writer is the object: threads writing one object share its pace and
+ * its place. Writers waiting at a gate go in the order they first found it
+ * closed, whatever order they call in; one that does not call again within
+ * US_PARAM_MAX_PAUSE_NS of the time it was given loses its place (it joins
+ * at the end when it comes back), so a writer that gave up holds nobody.
  * Errors: -EINVAL.
  */
 US_EXPORT int us_object_balance(us_object *o, uint64_t *pause_ns);
@@ -702,6 +710,11 @@ enum us_buf_state {
  * the clock advances); in polled mode, inside a callback, or with
  * US_GET_NOWAIT it returns -EAGAIN instead, and the caller retries after
  * the time us_object_reclaim() gives (the host keeps polling meanwhile).
+ * Room goes to the charges that waited for it in the order they came: while
+ * an earlier one of o's chain waits, a charge that would fit waits too
+ * (-EAGAIN without waiting), until that one is served or loses its place by
+ * not coming back within US_PARAM_MAX_PAUSE_NS of its retry time; so a
+ * large buffer is not passed for ever by small ones.
  * After US_PARAM_RECLAIM_RETRIES waits in a row without any progress and
  * with nothing in flight that could free memory, or after
  * US_PARAM_RECLAIM_TIMEOUT_NS without any progress at all, or
@@ -729,7 +742,9 @@ US_EXPORT int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigne
  * reason US_REASON_RECLAIM, commits or a sync, buffers marked
  * US_BUF_RECLAIM), or that it could not start for want of memory for its
  * own records: *retry_ns (when not NULL) receives the time after which
- * to try again; -ENOMEM when nothing can make progress
+ * to try again, or the room would fit but an earlier charge of o's chain
+ * waits for it (see us_buf_get(); *retry_ns: when that one is due);
+ * -ENOMEM when nothing can make progress
  * (US_PARAM_RECLAIM_RETRIES waits in a row saw no progress while no write or
  * commit of the domain's data was in flight or backing off, nor a write on
  * a backend whose cap held the domain's dirty data back), when
