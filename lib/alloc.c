@@ -206,7 +206,8 @@ bool us__arena_create(us_engine *e, unsigned *ind)
 	if (e->have_hooks || e->narenas >= e->max_arenas)
 		return false;
 	hooks = arena_hooks(e);
-	if (mallctl("arenas.create", ind, &sz, hooks ? &hooks : NULL, hooks ? sizeof(hooks) : 0) != 0)
+	if (mallctl("arenas.create", ind, &sz, hooks ? &hooks : NULL, hooks ? sizeof(hooks) : 0) !=
+	    0)
 		return false;
 	/*
 	 * Freed payloads stay resident in the arena, to be reused by the next

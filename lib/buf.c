@@ -60,6 +60,9 @@ static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 	if (!wb->dirty && !wb->writeback && !wb->unstable && to != US_BUF_CLEAN) {
 		wb->bw_stamp_ns = us__now(o->engine);
 		wb->bw_cleaned = wb->cleaned;
+		/* Nobody wrote meanwhile: its writers' pace is learnt anew. */
+		wb->ratelimit = 0;
+		wb->rl_stamp_ns = wb->bw_stamp_ns;
 		us__wb_restamped(o->engine, wb);
 	}
 
@@ -94,6 +97,8 @@ static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 		us__sync_account(b, from, to);
 	if (to == US_BUF_CLEAN && (from == US_BUF_WRITEBACK || from == US_BUF_UNSTABLE))
 		o->wb->cleaned += b->length;
+	if (to == US_BUF_DIRTY && from == US_BUF_CLEAN)
+		us__wb_writer_note(o, b->length, 0); /* the writers' pace (wb.c) */
 	if (to == US_BUF_CLEAN && from != US_BUF_CLEAN)
 		us__domain_progress(o->domain, b->length);
 	if (from == US_BUF_DIRTY) {

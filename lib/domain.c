@@ -353,6 +353,7 @@ void us__stall_note(us_object *o, bool progress, uint64_t wait)
 		uint64_t served = now > o->stall_mark_ns ? now - o->stall_mark_ns : 0;
 
 		o->stall_acc_ns = sat_add(o->stall_acc_ns, min_u64(served, o->stall_wait_ns));
+		us__wb_writer_note(o, 0, min_u64(served, o->stall_wait_ns));
 		o->stall_wait_ns = 0;
 		for (a = o->domain; a; a = a->parent)
 			if (o->stall_acc_ns > a->max_stall_seen_ns)

@@ -331,13 +331,19 @@ struct us_wb {
 	struct us_list dirty_link, flight_link;
 	uint64_t nobjects;
 	uint64_t dirty, writeback, unstable;
-	uint64_t cleaned;	    /* bytes that left WRITEBACK/UNSTABLE as CLEAN, ever */
-	uint64_t bw;		    /* estimated bytes per second */
-	uint64_t bw_stamp_ns;	    /* last sample */
-	uint64_t bw_cleaned;	    /* cleaned at the last sample */
-	uint64_t bw_last;	    /* the last sample alone, bytes per second */
-	uint64_t bw_counted;	    /* its rate in its domains' bw_sum, 0: not in it */
-	struct us_list gate_q;	    /* writers waiting at its share (turn.c) */
+	uint64_t cleaned;      /* bytes that left WRITEBACK/UNSTABLE as CLEAN, ever */
+	uint64_t bw;	       /* estimated bytes per second */
+	uint64_t bw_stamp_ns;  /* last sample */
+	uint64_t bw_cleaned;   /* cleaned at the last sample */
+	uint64_t bw_last;      /* the last sample alone, bytes per second */
+	uint64_t bw_counted;   /* its rate in its domains' bw_sum, 0: not in it */
+	struct us_list gate_q; /* writers waiting at its share (turn.c) */
+	/* The pace of each of its writers (wb.c: us__wb_ratelimit()): bytes
+	 * per second at a position ratio of 1, 0 before the first estimate;
+	 * the time of the last estimate, and the objects that dirtied or
+	 * waited since (us_object.rl_link). */
+	uint64_t ratelimit, rl_stamp_ns;
+	struct us_list rl_writers;
 	uint64_t chk[5];	    /* scratch for the checker */
 	struct us_list sample_link; /* engine->wb_samples, by bw_stamp_ns (I9) */
 };
@@ -390,7 +396,13 @@ struct us_object {
 	void *user;
 	struct us_wb *wb;
 	struct us_list dirty_link; /* wb->dirty_objs while ndirty > 0 */
-	uint64_t pause_debt_ns;	   /* throttle pauses not yet returned */
+	/* The time until which what its writer dirtied holds it (throttle.c);
+	 * 0 or past: nothing owed. */
+	uint64_t pace_ns;
+	/* On wb->rl_writers while it dirtied or waited since the context's
+	 * last pace estimate: the bytes it dirtied and the time it waited. */
+	struct us_list rl_link;
+	uint64_t rl_bytes, rl_wait_ns;
 	/* Its writer's places among the waiters (turn.c): at a dirty
 	 * threshold's gate, and for room under a max. */
 	struct us_turn gate, room;
@@ -651,6 +663,10 @@ bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now);
 void us__commit_latency(us_backend *bk, uint64_t ns);
 uint64_t us__wb_rate(const struct us_wb *wb);
 uint64_t us__wb_link_rate(const struct us_wb *wb);
+/* The rate each writer of wb may dirty at, at a position ratio of 1. */
+uint64_t us__wb_ratelimit(const struct us_wb *wb);
+/* o's writer dirtied bytes, or waited wait_ns, for the pace estimate. */
+void us__wb_writer_note(us_object *o, uint64_t bytes, uint64_t wait_ns);
 /* Samples bk's link rate when due; returns whether it did. */
 bool us__link_sample(us_engine *e, us_backend *bk, uint64_t now);
 void us__pipe_update(us_domain *d);
@@ -676,9 +692,10 @@ int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake);
 void us__turn_join(us_engine *e, struct us_turn *t, struct us_list *q, uint64_t due_ns);
 void us__turn_leave(struct us_turn *t);
 /* The live waiter of q that t must let go first, or NULL (q's stale heads
- * are dropped on the way). */
+ * are dropped on the way); one due back more than soon ns from now is not
+ * waited for. */
 struct us_turn *us__turn_ahead(us_engine *e, struct us_list *q, const struct us_turn *t,
-			       uint64_t now);
+			       uint64_t now, uint64_t soon);
 
 /* tcache.c: writer caches. us__tcache_get() takes the engine lock itself:
  * call it without. The others, but push, need the lock. */

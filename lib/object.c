@@ -130,6 +130,7 @@ int us_object_create(us_backend *bk, us_domain *d, void *user, us_object **out)
 		return -ENOMEM;
 	}
 	us_list_init(&o->dirty_link);
+	us_list_init(&o->rl_link);
 	us_list_init(&o->unstable);
 	us_list_init(&o->unstable_link);
 	us_list_add_tail(&bk->objects, &o->link);
@@ -172,6 +173,7 @@ int us_object_destroy(us_object *o)
 	us_list_del(&o->link);
 	us__turn_leave(&o->gate);
 	us__turn_leave(&o->room);
+	us_list_del(&o->rl_link);
 	us__wb_detach(o);
 	o->backend->nobjects--;
 	o->domain->nobjects--;

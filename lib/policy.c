@@ -499,8 +499,8 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 			us__unlock(e);
 			return 0;
 		}
-		/* Room, but others waited for it first: behind them, back
-		 * when the one ahead is due. */
+		/* Room, but a charge that waited for it first is due now or
+		 * soon and goes first (turn.c): back then, behind it. */
 		wait = h->due_ns > now + ROOM_TURN_MIN_NS ? h->due_ns - now : ROOM_TURN_MIN_NS;
 		us__turn_join(e, &o->room, h->q, now + wait);
 		us__unlock(e);

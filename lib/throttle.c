@@ -70,9 +70,13 @@
  * strictest of its domain and all its ancestors: the smallest pos_ratio
  * wins, and any ancestor at its limit stops it.
  *
- * Short pauses accumulate in the object (pause_debt_ns) and are returned
- * once they reach min_pause (10 ms), so that a writer of 4 KiB buffers
- * sleeps every few hundred buffers rather than for microseconds each time.
+ * Every writer of a context is paced by the same rule: what it dirtied
+ * costs bytes / (ratelimit * pos_ratio), where ratelimit is the context's
+ * per-writer rate (wb.c, THE WRITERS' PACE), and moves the object's pace_ns
+ * on by that much. The writer is paused once its pace runs min_pause (10
+ * ms) ahead of the clock, so a writer of 4 KiB buffers sleeps every few
+ * hundred buffers rather than for microseconds each time, and writers of
+ * any block size converge to the same rate.
  *
  * Worked example: L = 1 GiB, bg = 100 MiB, T = 200 MiB, so freerun = 150 MiB
  * and setpoint = 175 MiB. bw = 100 MiB/s. A writer that dirties 1 MiB when
@@ -477,16 +481,21 @@ static uint64_t pipeline_pause(const us_object *o, uint64_t floor)
 
 /*
  * The waiter o must let go first at a gate of its chain (turn.c): on its
- * context's queue or a domain's from its own up to the root; or NULL.
+ * context's queue or a domain's from its own up to the root; or NULL. Where
+ * commits take longer than a max pause, a waiter due back within a min
+ * pause is waited for: woken by a commit's end a little after o, it must
+ * still find the room that commit freed, or it would wait a whole commit
+ * more. With shorter commits that costs less than keeping the gate shut.
  */
 static struct us_turn *gate_ahead(us_object *o, uint64_t now)
 {
 	us_engine *e = o->engine;
-	struct us_turn *h = us__turn_ahead(e, &o->wb->gate_q, &o->gate, now);
+	uint64_t soon = o->backend->commit_lat_ns >= e->max_pause_ns ? e->min_pause_ns : 0;
+	struct us_turn *h = us__turn_ahead(e, &o->wb->gate_q, &o->gate, now, soon);
 	us_domain *a;
 
 	for (a = o->domain; a && !h; a = a->parent)
-		h = us__turn_ahead(e, &a->gate_q, &o->gate, now);
+		h = us__turn_ahead(e, &a->gate_q, &o->gate, now, soon);
 	return h;
 }
 
@@ -494,9 +503,10 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 {
 	struct throttle t = THROTTLE_INIT;
 	us_engine *e = o->engine;
-	uint64_t bw = us__wb_link_rate(o->wb), pause, floor, now = us__now(e);
+	uint64_t bw = us__wb_link_rate(o->wb), pause, floor, owed, now = us__now(e);
 	struct us_turn *ahead;
 	struct level l;
+	bool shared;
 
 	t.wb = o->wb;
 	t.obj = o;
@@ -507,14 +517,11 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		us__credit_revoke(t.spent);
 	if (wake)
 		*wake = t.bg;
-	/* Under every limit, but writers that waited before this one go
-	 * first (turn.c): it waits behind them, until the one ahead is due. */
+	/* Under every limit, but a writer that waited before this one is due
+	 * now or soon and goes first (turn.c): back then, behind it. */
 	if (!t.over && o->pinned && (ahead = gate_ahead(o, now))) {
-		floor = pause_floor(o, l);
-		pause = ahead->due_ns > now + floor ? ahead->due_ns - now : floor;
-		pause = min64(pause, e->max_pause_ns);
+		pause = pause_floor(o, l);
 		us__turn_join(e, &o->gate, ahead->q, now + pause);
-		o->pause_debt_ns = 0;
 		us__domain_event(o->domain, US_EV_OVER_LIMIT, 1);
 		*pause_ns = pause;
 		return -EAGAIN;
@@ -534,27 +541,50 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		pause = min64(pause, pipeline_pause(o, floor));
 		if (pause < floor) /* a wait, not a spin on the lock */
 			pause = floor;
-		o->pause_debt_ns = 0;
 		us__turn_join(e, &o->gate, t.over_q, now + pause);
 		us__domain_event(o->domain, US_EV_OVER_LIMIT, 1);
+		/* What it dirtied counts in its pace all the same (at a
+		 * position ratio of 1): when the gate opens, writers of
+		 * smaller blocks go before a writer of a large one. */
+		if (bytes)
+			o->pace_ns =
+				sat_add(o->pace_ns > now ? o->pace_ns : now,
+					full_rate_pause(e, bytes, (double)us__wb_ratelimit(o->wb)));
 		*pause_ns = pause;
 		return -EAGAIN;
 	}
-	if (!t.paused || !bytes) {
-		/* Below freerun the debt is forgiven; nothing new, nothing owed. */
-		if (!t.paused)
-			o->pause_debt_ns = 0;
+	if (!t.paused) {
+		/* Below freerun nothing is paused for; what is owed runs out
+		 * with the clock (within a max pause, see below). */
 		*pause_ns = 0;
 		return 0;
 	}
 	floor = pause_floor(o, l); /* only where a pause may be returned */
-	o->pause_debt_ns += full_rate_pause(e, bytes, (double)bw * t.pos);
-	if (o->pause_debt_ns < min_pause(o, floor)) {
+	if (bytes) {
+		/* Every writer of the context at the same pace (wb.c): what it
+		 * dirtied keeps it until pace_ns, counted from its last pace
+		 * or from now if that is past (time it spent away, or waiting
+		 * at a gate, was paid). */
+		double rate = (double)us__wb_ratelimit(o->wb) * t.pos;
+
+		double cost = rate >= 1.0 ? (double)bytes * 1e9 / rate : 1e18;
+
+		o->pace_ns = sat_add(o->pace_ns > now ? o->pace_ns : now,
+				     cost < 1e18 ? (uint64_t)cost : (uint64_t)1e18);
+	}
+	owed = o->pace_ns > now ? o->pace_ns - now : 0;
+	if (owed < min_pause(o, floor)) {
 		*pause_ns = 0;
 		return 0;
 	}
-	pause = min64(o->pause_debt_ns, pipeline_pause(o, floor));
-	o->pause_debt_ns = 0;
+	pause = min64(owed, pipeline_pause(o, floor));
+	/* What the pipeline cut short is forgiven to a writer alone (the
+	 * pipeline is clear when it comes back). Among writers that share the
+	 * context (its ratelimit below the link's rate) it is still owed, up
+	 * to a max pause: a writer of large blocks is not forgiven more than
+	 * one of small blocks when both are woken at a commit's end. */
+	shared = (double)us__wb_ratelimit(o->wb) < 0.75 * (double)bw;
+	o->pace_ns = min64(o->pace_ns, now + pause + (shared ? e->max_pause_ns : 0));
 	account_pause(o->domain, pause);
 	*pause_ns = pause;
 	return 0;
@@ -562,15 +592,21 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 
 int us_object_balance(us_object *o, uint64_t *pause_ns)
 {
-	uint64_t pause = 0;
+	uint64_t pause = 0, high;
 	bool wake = false;
 	int rc;
 
 	if (!o)
 		return -EINVAL;
 	us__lock(o->engine);
-	/* Nothing dirtied: only the gate at the limit can hold the writer. */
+	/* Nothing dirtied: the gate at the limit, the writers ahead of it, and
+	 * its own pace can hold the writer. */
+	high = o->high_debt_ns;
 	rc = us__throttle(o, 0, &pause, &wake);
+	/* Its pace, not only a gate, can hold it: what it dirtied keeps it a
+	 * while yet (a memory.high delay alone is returned with 0). */
+	if (rc == 0 && pause > high)
+		rc = -EAGAIN;
 	if (pause || us__stalling(o))
 		us__stall_note(o, false, pause);
 	if (wake)

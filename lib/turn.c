@@ -16,12 +16,22 @@
  *     (once: it keeps its place while it waits) with a ticket, an engine-wide
  *     number that grows with every join;
  *   - a writer may go when, on every queue of its chain (its context's, its
- *     domain's and every ancestor's), the first live waiter is itself or
- *     arrived after it; a writer not queued arrived after everyone queued;
- *   - a writer that may not go is told to come back when the waiter ahead of
- *     it is due (that waiter's own wait), so that it is there when its turn
- *     comes, and it joins the queue that holds it if it was not queued yet;
+ *     domain's and every ancestor's), the first live waiter is itself, or
+ *     arrived after it, or is not due back yet (room that comes while the
+ *     first waiter sleeps is not kept empty for it: it would be wasted); a
+ *     writer not queued arrived after everyone queued. Room under a max is
+ *     kept for a first waiter due back within a min pause: charges wait
+ *     for room until the commit that frees it ends, and a waiter woken by
+ *     that end a little later than another must still find it;
+ *   - a writer that may not go is told to come back shortly (the waiter
+ *     ahead of it is due now or soon, and goes first), and joins the queue
+ *     that holds it if it was not queued yet;
  *   - a writer that goes leaves its queue; to wait again it joins at the end.
+ *
+ * So the queue only orders writers that want the same room at the same
+ * time, such as those woken by the end of a commit that freed a batch: it
+ * never makes a writer wait while the room is there and nobody due wants
+ * it, and it empties as soon as the room lasts for everyone due.
  *
  * A waiter that does not come back (its host gave up writing) must not hold
  * the others: one that is more than a grace (max_pause) past the time it
@@ -66,11 +76,11 @@ static struct us_turn *live_head(us_engine *e, struct us_list *q, uint64_t now)
 }
 
 struct us_turn *us__turn_ahead(us_engine *e, struct us_list *q, const struct us_turn *t,
-			       uint64_t now)
+			       uint64_t now, uint64_t soon)
 {
 	struct us_turn *h = live_head(e, q, now);
 
-	if (!h || h == t || (t->q && h->ticket > t->ticket))
+	if (!h || h == t || (t->q && h->ticket > t->ticket) || h->due_ns > sat_add(now, soon))
 		return NULL;
 	return h;
 }

@@ -68,10 +68,12 @@ int us__wb_attach(us_object *o)
 	us_list_init(&wb->dirty_link);
 	us_list_init(&wb->flight_link);
 	us_list_init(&wb->gate_q);
+	us_list_init(&wb->rl_writers);
 	us_list_add_tail(&o->backend->wbs, &wb->bk_link);
 	us_list_add_tail(&o->domain->wbs, &wb->dom_link);
 	wb->bw = e->init_bw;
 	wb->bw_stamp_ns = us__now(e);
+	wb->rl_stamp_ns = wb->bw_stamp_ns;
 	us_list_add_tail(&e->wb_samples, &wb->sample_link);
 	wb->nobjects = 1;
 	o->wb = wb;
@@ -153,6 +155,83 @@ void us__wb_lists(struct us_wb *wb)
 	}
 }
 
+/*
+ * THE WRITERS' PACE
+ *
+ * Every writer dirtying into a context is paused by the same rule (see
+ * throttle.c): what it dirtied over the context's ratelimit times the
+ * position ratio. So writers converge to equal rates whatever their block
+ * sizes, and ratelimit is the rate each may have: the link's rate shared
+ * among the writers that want more than they get. It is estimated at each
+ * bandwidth sample from what the writers did since the last one (each
+ * object that dirtied or waited is on rl_writers with its bytes and its
+ * wait):
+ *
+ *     ratelimit = (link - free) / held
+ *
+ * where held counts the writers that the engine held for at least a tenth
+ * of the interval (paused at their pace, at a gate, or waiting for room),
+ * free is the rate of the others (writers slower than any share: they are
+ * given what they take), and link is the context's part of its backend's
+ * link (us__wb_link_rate()). It is never below link / (all writers), nor
+ * above link. A fall is taken at once (a writer arrived: the others make
+ * room for it from the next sample on); a rise moves half-way (a writer
+ * left, or is slower than thought: the others take its share over a few
+ * samples, which filters a noisy interval). An interval in which nobody
+ * was held moves it half-way back to link (a writer alone).
+ *
+ * Worked example: link = 100 MiB/s, ratelimit = 100 MiB/s; four writers
+ * are held and a fifth dirtied 10 MiB in a 200 ms interval without
+ * waiting: free = 50 MiB/s, ratelimit = (100 - 50) / 4 = 12.5 MiB/s; above
+ * the floor of 100 / 5 = 20 MiB/s, so 20 MiB/s.
+ */
+static void ratelimit_update(struct us_wb *wb, uint64_t now)
+{
+	uint64_t link = us__wb_link_rate(wb), rl = us__wb_ratelimit(wb);
+	uint64_t dt = now - wb->rl_stamp_ns, n = 0, held = 0;
+	double free = 0, target = (double)link;
+	struct us_list *p;
+
+	while (!us_list_empty(&wb->rl_writers)) {
+		p = wb->rl_writers.next;
+		us_object *o = us_container_of(p, us_object, rl_link);
+
+		n++;
+		if (o->rl_wait_ns >= dt / 10)
+			held++;
+		else
+			free += (double)o->rl_bytes;
+		us_list_del(p);
+		o->rl_bytes = o->rl_wait_ns = 0;
+	}
+	wb->rl_stamp_ns = now;
+	if (held && dt) {
+		target = ((double)link - free * 1e9 / (double)dt) / (double)held;
+		if (target < (double)link / (double)n)
+			target = (double)link / (double)n;
+	}
+	if (target > (double)rl)
+		target = ((double)rl + target) / 2;
+	if (target > (double)link)
+		target = (double)link;
+	wb->ratelimit = target < 1 ? 1 : (uint64_t)target;
+}
+
+void us__wb_writer_note(us_object *o, uint64_t bytes, uint64_t wait_ns)
+{
+	if (us_list_empty(&o->rl_link))
+		us_list_add_tail(&o->wb->rl_writers, &o->rl_link);
+	o->rl_bytes += bytes;
+	o->rl_wait_ns += wait_ns;
+}
+
+uint64_t us__wb_ratelimit(const struct us_wb *wb)
+{
+	uint64_t link = us__wb_link_rate(wb);
+
+	return wb->ratelimit && wb->ratelimit < link ? wb->ratelimit : link;
+}
+
 bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
 {
 	uint64_t elapsed, delta;
@@ -161,6 +240,7 @@ bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
 	if (now < wb->bw_stamp_ns + e->bw_interval_ns)
 		return false;
 	us__link_sample(e, wb->backend, now);
+	ratelimit_update(wb, now);
 	elapsed = now - wb->bw_stamp_ns;
 	delta = wb->cleaned - wb->bw_cleaned;
 	wb->bw_stamp_ns = now;

@@ -84,6 +84,8 @@ START_TEST(test_pause_curve)
 			ck_assert_uint_ge(p, prev);
 			ck_assert_uint_le(p, max_pause);
 			prev = p;
+			/* The writer takes its pause (its pace is owed). */
+			ck_assert_int_eq(us_engine_clock_advance(e, p), 0);
 		} else {
 			/* At the limit: stop, and the gate stays shut. */
 			ck_assert_int_eq(rc, US_DIRTY_OVER_LIMIT);
@@ -130,8 +132,10 @@ START_TEST(test_pause_values)
 	ck_assert_int_eq(us_object_create(t.backend, d, NULL, &o), 0);
 	/* Fill to the setpoint (1750 units) minus one buffer, without pauses. */
 	ck_assert_int_eq(dirty_new(o, 0, 1749 * K4, &p), 0);
-	dirty_new(o, 1749 * K4, K4, &p); /* pinned = setpoint: pos_ratio 1 */
+	ck_assert_int_eq(us_engine_clock_advance(e, p), 0); /* its pause, taken */
+	dirty_new(o, 1749 * K4, K4, &p);		    /* pinned = setpoint: pos_ratio 1 */
 	ck_assert_uint_le(p > full ? p - full : full - p, full / 100 + 1);
+	ck_assert_int_eq(us_engine_clock_advance(e, p), 0);
 	ck_assert_int_eq(us_engine_set_param(e, US_PARAM_MAX_PAUSE_NS, full / 2), 0);
 	dirty_new(o, 1750 * K4, K4, &p); /* capped by max_pause */
 	ck_assert_uint_eq(p, full / 2);
@@ -153,12 +157,14 @@ START_TEST(test_min_pause_accumulates)
 	tb_init(&t, e, true, false);
 	ck_assert_int_eq(us_object_create(t.backend, d, NULL, &o), 0);
 	dirty_new(o, 0, 1600 * K4, &p);
+	ck_assert_int_eq(us_engine_clock_advance(e, p), 0); /* its pause, taken */
 	struct us_domain_stats s0 = tu_stats(d);
 
 	for (i = 0; i < 300; i++) {
 		dirty_new(o, (1600 + i) * K4, K4, &p);
 		if (p) {
 			ck_assert_uint_ge(p, 10 * MS);
+			ck_assert_int_eq(us_engine_clock_advance(e, p), 0);
 			nonzero++;
 		}
 		total += p;

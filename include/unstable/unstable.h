@@ -553,8 +553,11 @@ US_EXPORT uint64_t us_object_bandwidth(const us_object *o);
  * The throttle gate for a writer about to dirty data of o. Returns 0 when
  * the writer may go on now; -EAGAIN when o's domain, or one of its
  * ancestors, is at or above its dirty limit (or o's writeback context at its
- * share of it), or when writers that waited at a gate of o's chain before
- * it have not gone yet: *pause_ns (when not NULL) is then the time after
+ * share of it), when writers that waited at a gate of o's chain before it
+ * have not gone yet, or when o's pace is still ahead of the clock (what was
+ * dirtied into it earned a pause that has not run out yet, at least
+ * US_PARAM_MIN_PAUSE_NS of it; see us_buf_dirty()): *pause_ns (when not
+ * NULL) is then the time after
  * which to call again, and the next us_engine_poll() writes back for the
  * throttled domains with reason THROTTLE.
  *
@@ -791,12 +794,19 @@ US_EXPORT int us_buf_put(us_buf *b);
  * pinned = dirty + writeback + unstable is compared, for the domain and
  * each ancestor, with freerun = (background + dirty threshold) / 2 and the
  * dirty threshold: below freerun the pause is 0; between them it is the
- * bytes newly dirtied over the allowed rate (the writeback context's
- * bandwidth scaled by a position ratio that falls to 0 at the limit),
- * accumulated per object until US_PARAM_MIN_PAUSE_NS (or less: a sixteenth
- * of the commit latency, and near a small limit the time to clean an eighth
- * of the band between the thresholds, down to 50 us), never above
- * US_PARAM_MAX_PAUSE_NS (and no longer than the writer's context needs to
+ * bytes newly dirtied over the allowed rate, accumulated per object until
+ * US_PARAM_MIN_PAUSE_NS. The allowed rate is the same for every writer of a
+ * writeback context: the context's per-writer rate limit (its bandwidth
+ * divided among the writers dirtying into it, as they are measured to
+ * share it) scaled by a position ratio that falls to 0 at the limit. So
+ * writers of one context converge to equal rates whatever their block
+ * size; the writer is the object (threads writing one object share its
+ * pace), and a pause the caller did not take is still owed at its next
+ * us_object_balance(). The pause comes once it reaches
+ * US_PARAM_MIN_PAUSE_NS, or less (a sixteenth of the commit latency, and
+ * near a small limit the time to clean an eighth of the band between the
+ * thresholds, down to 50 us); it is never above US_PARAM_MAX_PAUSE_NS (and
+ * no longer than the writer's context needs to
  * clear its pipeline: its dirty and writeback bytes at the link's rate plus
  * a commit latency, or until the commit in flight ends). Where several
  * writeback contexts of a domain's subtree hold pinned data (several
