@@ -15,9 +15,11 @@
  *     [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]
  *        [,backend=NAME|,stripe=NAME+NAME...[,stripe-size=SIZE]]]...
  *     [--seed N] [--trace FILE.csv] [--realtime [--backend file:PATH]]
+ *   unstable-sim -h|--help|--version
  *
  * Sizes take K/M/G/T (powers of 1024), rates SIZE/s, times ns/us/ms/s. Bad
- * arguments print a message and exit 2. Domains and writers: as many as
+ * arguments print one line saying what is wrong and a hint, and exit 2.
+ * Domains and writers: as many as
  * memory holds; --domain NAME,count=N makes NAME-1 .. NAME-N alike, and a
  * --writer naming NAME writes in each of them (count=N on a writer: N
  * writers each). --realtime runs the same scenario
@@ -45,6 +47,7 @@ static const char *usage =
 	"  [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]\n"
 	"     [,backend=NAME|,stripe=NAME+NAME...[,stripe-size=SIZE]]]... [--seed N]\n"
 	"  [--trace FILE.csv] [--realtime [--backend file:PATH]]\n"
+	"       unstable-sim -h|--help|--version\n"
 	"scenarios: lustre-1 (dd of 128G..1T through 512G), lustre-2 (one dd at 2x, 1x, 0.5x\n"
 	"  memcg limits of 1G..64G), lustre-3 (8 memcgs of 8G, 16G each), lustre-4 (a limited\n"
 	"  dd beside an unlimited one), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all\n"
@@ -150,9 +153,11 @@ static bool optimistic(double seed, double ours)
 	return seed < 0.9 * ours;
 }
 
+/* A bad command line: the one line that says what is wrong, and where the
+ * usage is (40 lines of it would bury the message); exit status 2. */
 static int bad(const char *msg)
 {
-	fprintf(stderr, "unstable-sim: %s\n%s", msg, usage);
+	fprintf(stderr, "unstable-sim: %s\ntry unstable-sim --help\n", msg);
 	return 2;
 }
 
@@ -930,6 +935,7 @@ int main(int argc, char **argv)
 						  { "trace", required_argument, NULL, 't' },
 						  { "realtime", no_argument, NULL, 'R' },
 						  { "help", no_argument, NULL, 'h' },
+						  { "version", no_argument, NULL, 'V' },
 						  { NULL, 0, NULL, 0 } };
 	/* Static: what they hold stays reachable until the process exits. */
 	static struct sim_config c;
@@ -937,11 +943,15 @@ int main(int argc, char **argv)
 	const char *scenario = NULL;
 	struct mode m = { false, NULL };
 	bool json = false;
-	char err[256];
+	char err[1024];
 	int opt, i;
 
 	sim_config_init(&c);
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	/* getopt's own messages off (opterr), and a missing argument told
+	 * apart from an unknown option (the leading ':'): each error is one
+	 * line of ours, naming the option. */
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'j':
 			json = true;
@@ -958,9 +968,14 @@ int main(int argc, char **argv)
 				c.policy = SIM_POLICY_NAIVE;
 			else if (!strcmp(optarg, "no-reclaim-wait"))
 				c.policy = SIM_POLICY_NO_RECLAIM_WAIT;
-			else
-				return bad("--policy must be unstable, no-forced-commit, naive or "
-					   "no-reclaim-wait");
+			else {
+				snprintf(
+					err, sizeof(err),
+					"--policy: '%s' is not unstable, no-forced-commit, naive or "
+					"no-reclaim-wait",
+					optarg);
+				return bad(err);
+			}
 			break;
 		case 'm':
 			if (sim_parse_size(optarg, &c.memory, err, sizeof(err)) || !c.memory)
@@ -1005,12 +1020,36 @@ int main(int argc, char **argv)
 		case 'h':
 			printf("%s", usage);
 			return 0;
-		default:
-			return bad("unknown option");
+		case 'V':
+			printf("unstable-sim %s\n", us_version());
+			return 0;
+		case ':':
+			snprintf(err, sizeof(err), "%s requires an argument", argv[optind - 1]);
+			return bad(err);
+		default: {
+			/* A long option is argv[optind - 1]: unknown (optopt 0),
+			 * or one that takes no argument given one (optopt its
+			 * value). A short one is optopt, perhaps inside a group
+			 * like -xh, where argv[optind - 1] is the argument
+			 * before. */
+			const char *a = argv[optind - 1], *eq = strchr(a, '=');
+			bool lng = !strncmp(a, "--", 2);
+
+			if (lng && optopt && eq)
+				snprintf(err, sizeof(err), "%.*s takes no argument", (int)(eq - a),
+					 a);
+			else if (lng && !optopt)
+				snprintf(err, sizeof(err), "unknown option '%s'", a);
+			else
+				snprintf(err, sizeof(err), "unknown option '-%c'", optopt);
+			return bad(err);
+		}
 		}
 	}
-	if (optind < argc)
-		return bad("unexpected argument");
+	if (optind < argc) {
+		snprintf(err, sizeof(err), "unexpected argument '%s'", argv[optind]);
+		return bad(err);
+	}
 	if (m.file && !m.realtime)
 		return bad("--backend file:PATH runs in real time: add --realtime");
 	if (m.realtime && c.policy == SIM_POLICY_NO_RECLAIM_WAIT)
@@ -1043,8 +1082,12 @@ int main(int argc, char **argv)
 			return lustre1(c.policy, json) || lustre2(c.policy, json) ||
 			       lustre3(c.policy, json) || lustre4(c.policy, json) ||
 			       memcg(c.policy, json, &virtual_time);
-		return bad("unknown scenario (lustre-1 .. lustre-4, memcg, seeds, lustre-striped, "
-			   "two-backends)");
+		snprintf(
+			err, sizeof(err),
+			"--scenario: '%s' is not lustre-1 .. lustre-4, memcg, seeds, lustre-striped "
+			"or two-backends",
+			scenario);
+		return bad(err);
 	}
 	if (!c.nwr)
 		return bad("nothing to run: give --scenario, or --domain and --writer");

@@ -16,6 +16,44 @@ expect() {
 	fi
 }
 
+# A bad command line: exit 2 and two lines on stderr, the error and a hint.
+one_error() {
+	want=$1
+	shift
+	err=$("$sim" "$@" 2>&1 >/dev/null)
+	rc=$?
+	first=$(printf '%s\n' "$err" | sed -n 1p)
+	if [ "$rc" -ne 2 ] || [ "$(printf '%s\n' "$err" | wc -l)" -ne 2 ] ||
+		[ "$(printf '%s\n' "$err" | sed -n 2p)" != "try unstable-sim --help" ]; then
+		echo "FAIL: unstable-sim $*: exit $rc, not one error line and the hint: $err"
+		fail=1
+	fi
+	case $first in
+	"unstable-sim: $want"*) ;;
+	*)
+		echo "FAIL: unstable-sim $*: '$first' does not start with 'unstable-sim: $want'"
+		fail=1
+		;;
+	esac
+}
+
+one_error "unknown option '--bogus'" --bogus
+one_error "unknown option '-x'" -x
+one_error "unknown option '-j'" --json -jh
+one_error "--memory requires an argument" --memory
+one_error "--json takes no argument" --json=1
+one_error "unexpected argument 'extra'" --domain a --writer a,bytes=1M extra
+one_error "--policy: 'sloppy'" --policy sloppy
+one_error "--scenario: 'x'" --scenario x
+# -h is --help; --version prints the library's.
+if [ "$("$sim" -h)" != "$("$sim" --help)" ] || ! "$sim" -h | grep -q '^usage: unstable-sim'; then
+	echo "FAIL: -h is not --help"
+	fail=1
+fi
+if ! "$sim" --version | grep -Eqx 'unstable-sim [0-9]+\.[0-9]+\.[0-9]+'; then
+	echo "FAIL: --version: $("$sim" --version 2>&1)"
+	fail=1
+fi
 expect 2 --bogus
 expect 2 --policy sloppy
 expect 0 --policy naive --domain a,max=16M --writer a,bytes=48M
