@@ -17,9 +17,9 @@
  *     [--seed N] [--trace FILE.csv] [--realtime [--backend file:PATH]]
  *   unstable-sim -h|--help|--version
  *
- * Sizes take K/M/G/T (powers of 1024), rates SIZE/s, times ns/us/ms/s. Bad
- * arguments print one line saying what is wrong and a hint, and exit 2.
- * Domains and writers: as many as
+ * Sizes take K/M/G/T/P (powers of 1024), rates SIZE/s, times ns/us/ms/s,
+ * each within its bounds (sim.h). Bad arguments print one line saying what
+ * is wrong and a hint, and exit 2. Domains and writers: as many as
  * memory holds; --domain NAME,count=N makes NAME-1 .. NAME-N alike, and a
  * --writer naming NAME writes in each of them (count=N on a writer: N
  * writers each). --realtime runs the same scenario
@@ -48,6 +48,11 @@ static const char *usage =
 	"     [,backend=NAME|,stripe=NAME+NAME...[,stripe-size=SIZE]]]... [--seed N]\n"
 	"  [--trace FILE.csv] [--realtime [--backend file:PATH]]\n"
 	"       unstable-sim -h|--help|--version\n"
+	"values: a decimal number, perhaps with a fraction (1.5G), and no sign, exponent, nan or\n"
+	"  inf. Sizes take K, M, G, T or P (powers of 1024), at most 1P (bs= and rpc= at most 1G,\n"
+	"  a stripe size 4G; --memory at least 4K); times ns, us, ms or s, at most 1h\n"
+	"  (commit-interval at least 1ms); rates SIZE/s, 1K/s to 1T/s; count= 1 to 100000 (one\n"
+	"  --writer makes at most 1000000 writers); rpcs= 1 to 65536; percentages 0% to 100%.\n"
 	"scenarios: lustre-1 (dd of 128G..1T through 512G), lustre-2 (one dd at 2x, 1x, 0.5x\n"
 	"  memcg limits of 1G..64G), lustre-3 (8 memcgs of 8G, 16G each), lustre-4 (a limited\n"
 	"  dd beside an unlimited one), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all\n"
@@ -978,8 +983,8 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'm':
-			if (sim_parse_size(optarg, &c.memory, err, sizeof(err)) || !c.memory)
-				return bad(c.memory ? err : "--memory must not be 0");
+			if (sim_parse_memory(optarg, &c, err, sizeof(err)))
+				return bad(err);
 			break;
 		case 'b':
 			if (!strncmp(optarg, "file:", 5)) {
@@ -1003,14 +1008,10 @@ int main(int argc, char **argv)
 			if (sim_parse_writer(optarg, &c, err, sizeof(err)))
 				return bad(err);
 			break;
-		case 'r': {
-			char *e;
-
-			c.seed = strtoull(optarg, &e, 10);
-			if (*e || !*optarg)
-				return bad("--seed must be a number");
+		case 'r':
+			if (sim_parse_seed(optarg, &c, err, sizeof(err)))
+				return bad(err);
 			break;
-		}
 		case 't':
 			c.trace = optarg;
 			break;

@@ -16,7 +16,8 @@ expect() {
 	fi
 }
 
-# A bad command line: exit 2 and two lines on stderr, the error and a hint.
+# A bad command line: exit 2 and two lines on stderr, the error (each
+# value's naming its option, its argument and its key) and a hint.
 one_error() {
 	want=$1
 	shift
@@ -43,6 +44,18 @@ one_error "unknown option '-j'" --json -jh
 one_error "--memory requires an argument" --memory
 one_error "--json takes no argument" --json=1
 one_error "unexpected argument 'extra'" --domain a --writer a,bytes=1M extra
+one_error "--domain x,max=abc: max: " --domain x,max=abc
+one_error "--domain x,max=nan: max: " --domain x,max=nan
+one_error "--domain x,dirty=-5%: dirty: " --domain x,dirty=-5%
+one_error "--domain d,count=1000000: count: " --domain d,count=1000000 --writer d,bytes=1M
+one_error "--backend bw=nan/s: bw: " --backend bw=nan/s --domain a --writer a,bytes=1M
+one_error "--backend f:rpcs=-1: rpcs: " --backend f:rpcs=-1
+one_error "--writer a,bytes=nan: bytes: " --domain a --writer a,bytes=nan
+one_error "--writer a,bytes=1e18: bytes: " --domain a --writer a,bytes=1e18
+one_error "--writer a,bytes=1M,start=nans: start: " --domain a --writer a,bytes=1M,start=nans
+one_error "--writer a,bytes=1M,bs=2G: bs: " --domain a --writer a,bytes=1M,bs=2G
+one_error "--memory: '0' is out of range" --memory 0
+one_error "--seed: '-1' is negative" --seed -1
 one_error "--policy: 'sloppy'" --policy sloppy
 one_error "--scenario: 'x'" --scenario x
 # -h is --help; --version prints the library's.
