@@ -441,8 +441,14 @@ static int find_backend(const struct sim_config *c, const char *name)
 	return i < 0 ? -1 : i + 1;
 }
 
-/* SIZE or PCT%: bytes, or a percentage of the domain's limit. */
-static int size_or_pct(const char *v, uint64_t *bytes, unsigned *pct, char *err, size_t len)
+/*
+ * SIZE or PCT%: bytes, or a percentage of the domain's limit. 0 and 0% are
+ * both a ratio of 0 (*zero): the engine refuses a threshold of 0 bytes and
+ * takes a ratio of 0 (a dirty ratio of 0 is write-through), and nothing
+ * can be dirty below a threshold of 0 bytes either.
+ */
+static int size_or_pct(const char *v, uint64_t *bytes, unsigned *pct, bool *zero, char *err,
+		       size_t len)
 {
 	size_t n = strlen(v);
 	uint64_t x;
@@ -464,6 +470,7 @@ static int size_or_pct(const char *v, uint64_t *bytes, unsigned *pct, char *err,
 		*pct = 0;
 		*bytes = x;
 	}
+	*zero = !*pct && !*bytes;
 	return 0;
 }
 
@@ -588,9 +595,9 @@ int sim_parse_domain(const char *spec, struct sim_config *c, char *err, size_t l
 		else if (!strcmp(k, "high"))
 			rc = size_in(v, 1, SIM_SIZE_MAX, &d.high, err, len);
 		else if (!strcmp(k, "bg"))
-			rc = size_or_pct(v, &d.bg, &d.bg_pct, err, len);
+			rc = size_or_pct(v, &d.bg, &d.bg_pct, &d.bg_zero, err, len);
 		else if (!strcmp(k, "dirty"))
-			rc = size_or_pct(v, &d.dirty, &d.dirty_pct, err, len);
+			rc = size_or_pct(v, &d.dirty, &d.dirty_pct, &d.dirty_zero, err, len);
 		else
 			return MSG("--domain %s: unknown key '%s'", spec, k);
 		if (rc)

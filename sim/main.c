@@ -53,6 +53,8 @@ static const char *usage =
 	"  a stripe size 4G; --memory at least 4K); times ns, us, ms or s, at most 1h\n"
 	"  (commit-interval at least 1ms); rates SIZE/s, 1K/s to 1T/s; count= 1 to 100000 (one\n"
 	"  --writer makes at most 1000000 writers); rpcs= 1 to 65536; percentages 0% to 100%.\n"
+	"  bg=0 and dirty=0 are ratios of 0: dirty=0 (or 0%) is write-through, each writer\n"
+	"  waiting until its blocks are written back and committed.\n"
 	"scenarios: lustre-1 (dd of 128G..1T through 512G), lustre-2 (one dd at 2x, 1x, 0.5x\n"
 	"  memcg limits of 1G..64G), lustre-3 (8 memcgs of 8G, 16G each), lustre-4 (a limited\n"
 	"  dd beside an unlimited one), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all\n"

@@ -247,10 +247,10 @@ int sim_domains_create(us_engine *e, const struct sim_config *c, us_domain **dom
 		    (d->high != UINT64_MAX &&
 		     us_domain_set_limit(dom[i], US_LIMIT_HIGH, d->high)) ||
 		    (d->bg && us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_BYTES, d->bg)) ||
-		    (d->bg_pct &&
+		    ((d->bg_pct || d->bg_zero) &&
 		     us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_RATIO, d->bg_pct)) ||
 		    (d->dirty && us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BYTES, d->dirty)) ||
-		    (d->dirty_pct &&
+		    ((d->dirty_pct || d->dirty_zero) &&
 		     us_domain_set_limit(dom[i], US_LIMIT_DIRTY_RATIO, d->dirty_pct))) {
 			snprintf(err, len, "domain %s: the engine refused its limits", d->name);
 			return -1;

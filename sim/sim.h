@@ -53,6 +53,10 @@ struct sim_domain {
 	uint64_t max, high;
 	uint64_t bg, dirty;	    /* bytes, or 0 */
 	unsigned bg_pct, dirty_pct; /* percent, or 0 */
+	/* bg=0 or 0%, dirty=0 or 0%: a ratio of 0, which the engine takes
+	 * (a dirty ratio of 0 is write-through) where it refuses 0 bytes;
+	 * bg_pct and dirty_pct alone could not tell 0 % from "not set". */
+	bool bg_zero, dirty_zero;
 };
 
 struct sim_writer {

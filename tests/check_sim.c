@@ -329,6 +329,69 @@ START_TEST(test_bounds_taken)
 }
 END_TEST
 
+static void invariants(const struct sim_config *c, const struct sim_result *r);
+
+/*
+ * bg=0 and dirty=0 are ratios of 0, as 0% is: the engine takes no threshold
+ * of 0 bytes, and a dirty ratio of 0 is its write-through (a commit per
+ * block, here), where "not set" would have left the default 20 %.
+ */
+START_TEST(test_zero_thresholds)
+{
+	struct us_engine_options opts;
+	struct sim_config c;
+	struct sim_result r = { 0 };
+	us_engine *e;
+	us_domain *dom[4];
+	uint64_t v;
+	char err[256];
+	int i;
+
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_domain("a,dirty=0", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_domain("b,dirty=0%,bg=0", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_domain("c,dirty=10%,bg=0%", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_domain("d,dirty=0,dirty=32M", &c, err, sizeof(err)), 0);
+	ck_assert(c.dom[0].dirty_zero && c.dom[1].dirty_zero && !c.dom[2].dirty_zero);
+	ck_assert(!c.dom[0].bg_zero && c.dom[1].bg_zero && c.dom[2].bg_zero);
+	/* The last one given stays, as on the engine. */
+	ck_assert(!c.dom[3].dirty_zero);
+	ck_assert_uint_eq(c.dom[3].dirty, 32 * MIB);
+
+	us_engine_options_init(&opts);
+	opts.clock = US_CLOCK_VIRTUAL;
+	ck_assert_int_eq(us_engine_create(&opts, &e), 0);
+	ck_assert_int_eq(sim_domains_create(e, &c, dom, err, sizeof(err)), 0);
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(us_domain_get_limit(dom[i], US_LIMIT_DIRTY_RATIO, &v), 0);
+		ck_assert_uint_eq(v, 0);
+		ck_assert_int_eq(us_domain_get_limit(dom[i], US_LIMIT_DIRTY_BYTES, &v), 0);
+		ck_assert_uint_eq(v, 0);
+	}
+	ck_assert_int_eq(us_domain_get_limit(dom[1], US_LIMIT_DIRTY_BG_RATIO, &v), 0);
+	ck_assert_uint_eq(v, 0);
+	ck_assert_int_eq(us_domain_get_limit(dom[2], US_LIMIT_DIRTY_RATIO, &v), 0);
+	ck_assert_uint_eq(v, 10);
+	ck_assert_int_eq(us_domain_get_limit(dom[3], US_LIMIT_DIRTY_BYTES, &v), 0);
+	ck_assert_uint_eq(v, 32 * MIB);
+	for (i = 3; i >= 0; i--)
+		ck_assert_int_eq(us_domain_destroy(dom[i]), 0);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+	sim_config_free(&c);
+
+	/* Write-through: every block of 16 is written back and committed
+	 * before the next is dirtied, nothing lost. */
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_domain("a,max=16M,dirty=0", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("a,bytes=16M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	invariants(&c, &r);
+	ck_assert_uint_ge(r.server_commits, 16);
+	sim_result_free(&r);
+	sim_config_free(&c);
+}
+END_TEST
+
 /*
  * The server alone (server.c), with a small engine in polled mode on a
  * virtual clock: writers of 1 MiB blocks in the root domain of a 1 GiB
@@ -1075,6 +1138,7 @@ int main(void)
 	tcase_add_test(tc, test_specs);
 	tcase_add_test(tc, test_bad_values);
 	tcase_add_test(tc, test_bounds_taken);
+	tcase_add_test(tc, test_zero_thresholds);
 	tcase_add_test(tc, test_srv_periodic);
 	tcase_add_test(tc, test_srv_journal_full);
 	tcase_add_test(tc, test_srv_sync_in_flight);

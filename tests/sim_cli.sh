@@ -67,6 +67,14 @@ if ! "$sim" --version | grep -Eqx 'unstable-sim [0-9]+\.[0-9]+\.[0-9]+'; then
 	echo "FAIL: --version: $("$sim" --version 2>&1)"
 	fail=1
 fi
+# dirty=0 is write-through: a commit per block (the default 20 % gave 9).
+out=$("$sim" --domain a,max=16M,dirty=0 --writer a,bytes=64M)
+asked=$(printf '%s\n' "$out" | sed -n 's/^Jain index .*; \([0-9]*\) commits asked.*/\1/p')
+if [ -z "$asked" ] || [ "$asked" -lt 64 ] ||
+	! printf '%s\n' "$out" | grep -q 'ENOMEM 0, .*lost 0 bytes'; then
+	echo "FAIL: dirty=0: $asked commits asked: $out"
+	fail=1
+fi
 expect 2 --bogus
 expect 2 --policy sloppy
 expect 0 --policy naive --domain a,max=16M --writer a,bytes=48M
