@@ -18,13 +18,13 @@
  *   unstable-sim -h|--help|--version
  *
  * Sizes take K/M/G/T/P (powers of 1024), rates SIZE/s, times ns/us/ms/s,
- * each within its bounds (sim.h). Bad arguments print one line saying what
- * is wrong and a hint, and exit 2. Domains and writers: as many as
- * memory holds; --domain NAME,count=N makes NAME-1 .. NAME-N alike, and a
- * --writer naming NAME writes in each of them (count=N on a writer: N
- * writers each). --realtime runs the same scenario
- * with real threads and memory (realtime.c) against the simulated server in
- * real time or a file.
+ * each within its bounds (sim.h); a run as a whole stays within those of
+ * check.c. Bad arguments print one line saying what is wrong and a hint,
+ * and exit 2. Domains and writers: as many as the bounds of a run allow;
+ * --domain NAME,count=N makes NAME-1 .. NAME-N alike, and a --writer naming
+ * NAME writes in each of them (count=N on a writer: N writers each).
+ * --realtime runs the same scenario with real threads and memory
+ * (realtime.c) against the simulated server in real time or a file.
  */
 #include "sim.h"
 
@@ -55,6 +55,10 @@ static const char *usage =
 	"  --writer makes at most 1000000 writers); rpcs= 1 to 65536; percentages 0% to 100%.\n"
 	"  bg=0 and dirty=0 are ratios of 0: dirty=0 (or 0%) is write-through, each writer\n"
 	"  waiting until its blocks are written back and committed.\n"
+	"a run: each writer's bs at most its domains' max and --memory; and, counted at their\n"
+	"  least before it starts, at most 16777216 events (blocks written, bytes/bs of each\n"
+	"  writer, plus the writers and domains), 100000 s of simulated time, and half of the\n"
+	"  physical memory.\n"
 	"scenarios: lustre-1 (dd of 128G..1T through 512G), lustre-2 (one dd at 2x, 1x, 0.5x\n"
 	"  memcg limits of 1G..64G), lustre-3 (8 memcgs of 8G, 16G each), lustre-4 (a limited\n"
 	"  dd beside an unlimited one), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all\n"
@@ -95,9 +99,13 @@ struct mode {
 
 static const struct mode virtual_time = { false, NULL };
 
+/* Every run, a scenario's too, is checked against the bounds of a run
+ * first (check.c): the bounds must hold every built-in scenario. */
 static int run(const struct sim_config *c, const struct mode *m, struct sim_result *r, char *err,
 	       size_t len)
 {
+	if (sim_config_check(c, sim_phys_bytes(), err, len))
+		return -1;
 	if (m->realtime)
 		return sim_run_realtime(c, m->file, r, err, len);
 	return sim_run(c, r, err, len);
@@ -509,7 +517,7 @@ static int lustre3(enum sim_policy pol, bool json)
 	}
 	c.ndom = c.nwr = 8;
 	progress("lustre-3: 8 writers");
-	if (sim_run(&c, &r, err, sizeof(err))) {
+	if (run(&c, &virtual_time, &r, err, sizeof(err))) {
 		fprintf(stderr, "unstable-sim: %s\n", err);
 		return 1;
 	}
@@ -587,7 +595,7 @@ static int lustre4(enum sim_policy pol, bool json)
 			c.wr[1].domain = 1;
 			c.ndom = c.nwr = 2;
 		}
-		if (sim_run(&c, &r, err, sizeof(err))) {
+		if (run(&c, &virtual_time, &r, err, sizeof(err))) {
 			fprintf(stderr, "unstable-sim: %s\n", err);
 			return 1;
 		}
@@ -812,7 +820,7 @@ static int lustre_striped(enum sim_policy pol, bool json)
 			c.policy = pol;
 			c.memory = 512 * GIB;
 			progress("lustre-striped: %d writers over %d OSTs", writers[wi], osts[oi]);
-			if (sim_run(&c, &r, err, sizeof(err))) {
+			if (run(&c, &virtual_time, &r, err, sizeof(err))) {
 				fprintf(stderr, "unstable-sim: %s\n", err);
 				return 1;
 			}
@@ -890,7 +898,7 @@ static int two_backends(enum sim_policy pol, bool json)
 			c.policy = pol;
 			c.memory = 4 * GIB;
 			progress("two-backends: %s", setups[st]);
-			if (sim_run(&c, &r, err, sizeof(err))) {
+			if (run(&c, &virtual_time, &r, err, sizeof(err))) {
 				fprintf(stderr, "unstable-sim: %s\n", err);
 				return 1;
 			}
@@ -1094,6 +1102,8 @@ int main(int argc, char **argv)
 	}
 	if (!c.nwr)
 		return bad("nothing to run: give --scenario, or --domain and --writer");
+	if (sim_config_check(&c, sim_phys_bytes(), err, sizeof(err)))
+		return bad(err);
 	if (m.realtime && sim_realtime_check(&c, err, sizeof(err)))
 		return bad(err);
 	if (run(&c, &m, &r, err, sizeof(err))) {

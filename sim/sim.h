@@ -163,7 +163,7 @@ struct sim_result {
  *   one piece. A stripe size: 1 byte to 4G (Lustre's largest), so that a
  *   row of stripes stays far inside 64 bits.
  * - Times: at most 1 h, 720 times the longest of the scenarios (their 5 s
- *   commit interval).
+ *   commit interval); a run's simulated time has its own bound (check.c).
  *   commit-interval: at least 1 ms, as each periodic commit is a step of
  *   the simulation, and a shorter one would outnumber the blocks.
  * - Rates: 1K/s to 1T/s. Above 1T/s (100 times the fastest scenario's 10.4
@@ -245,6 +245,34 @@ int sim_config_reserve(struct sim_config *c, int ndom, int nwr);
  * message. The runs call it. */
 int sim_result_alloc(struct sim_result *r, const struct sim_config *c, char *err, size_t len);
 void sim_result_free(struct sim_result *r);
+
+/*
+ * What a run costs at least (check.c, which says how each is counted):
+ * its blocks (each writer's bytes / bs), its events (blocks + writers +
+ * domains), the memory of the simulator and the engine, and its simulated
+ * time. 0, or -1 without memory for the estimate.
+ */
+struct sim_cost {
+	double blocks, events, memory_bytes, seconds;
+};
+int sim_cost(const struct sim_config *c, struct sim_cost *k);
+
+/*
+ * The bounds of a run as a whole (check.c says why): at most SIM_EVENTS_MAX
+ * events, SIM_RUN_NS_MAX of simulated time, and half of physical memory.
+ */
+#define SIM_EVENTS_MAX (1ull << 24)
+#define SIM_RUN_NS_MAX (100000ull * 1000000000ull)
+
+/*
+ * Whether c can run: each writer's bs fits under its domains' max and the
+ * engine's memory, and its cost is within the bounds (phys_bytes: the
+ * machine's memory, 0 for no memory bound). 0, or -1 with a message.
+ */
+int sim_config_check(const struct sim_config *c, uint64_t phys_bytes, char *err, size_t len);
+
+/* This machine's physical memory in bytes, or 0 when unknown. */
+uint64_t sim_phys_bytes(void);
 
 /* The simulation (run.c): 0, or -1 with a message (setup failed). */
 int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t len);

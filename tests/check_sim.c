@@ -392,6 +392,182 @@ START_TEST(test_zero_thresholds)
 }
 END_TEST
 
+/* A config of the shape of a scenario: n writers of bytes in their own
+ * domains of max (0: unlimited), on the default backend given. */
+static void shape(struct sim_config *c, const char *backend, uint64_t memory, int n,
+		  const char *writer)
+{
+	char err[256], spec[64];
+	int i;
+
+	sim_config_init(c);
+	c->memory = memory;
+	if (backend)
+		ck_assert_int_eq(sim_parse_backend(backend, &c->backend, err, sizeof(err)), 0);
+	for (i = 0; i < n; i++) {
+		snprintf(spec, sizeof(spec), "d%d", i);
+		ck_assert_int_eq(sim_parse_domain(spec, c, err, sizeof(err)), 0);
+		snprintf(spec, sizeof(spec), "d%d,%s", i, writer);
+		ck_assert_int_eq(sim_parse_writer(spec, c, err, sizeof(err)), 0);
+	}
+}
+
+static void check_ok(const struct sim_config *c, const char *what)
+{
+	struct sim_cost k;
+	char err[512];
+
+	ck_assert_int_eq(sim_cost(c, &k), 0);
+	fprintf(stderr, "sim cost, %s: %.0f blocks, %.0f events, %.1f MiB, %.0f s\n", what,
+		k.blocks, k.events, k.memory_bytes / MIB, k.seconds);
+	if (sim_config_check(c, 4ull << 30, err, sizeof(err)))
+		ck_abort_msg("%s refused: %s", what, err);
+}
+
+/*
+ * A run as a whole (check.c): a writer's bs must fit under every max above
+ * it and the memory; its cost must be within the bounds. The largest runs
+ * of the built-in scenarios, and 100,000 domains writing twice their 16M,
+ * pass on a machine of 4 GiB; what would not finish, or not fit, does not.
+ */
+START_TEST(test_run_check)
+{
+	struct sim_config c;
+	struct sim_cost k;
+	char err[512];
+
+	/* bs over a max: the domain's, an ancestor's, the engine's memory. */
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_domain("p,max=1M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_domain("a,parent=p,max=4M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_domain("b,max=8M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("a,bytes=8M,bs=1M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("a,bytes=8M,bs=2M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "writer 1 (domain a): bs=2M is more than max=1M of domain p: no "
+			      "block of it could ever be charged");
+	c.nwr = 1;
+	ck_assert_int_eq(sim_parse_writer("b,bytes=8M,bs=16M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "max=8M of domain b"));
+	c.nwr = 1;
+	c.memory = 512 << 10;
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "--memory 512K"));
+	sim_config_free(&c);
+
+	/* Too many blocks: 100T in 1M blocks; 16T is 2^24 + 2 events. */
+	shape(&c, NULL, 64ull << 30, 1, "bytes=100T");
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "104857600 blocks"));
+	sim_config_free(&c);
+	shape(&c, NULL, 64ull << 30, 1, "bytes=16T");
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	sim_config_free(&c);
+	shape(&c, NULL, 64ull << 30, 1, "bytes=16T,bs=2M");
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), 0);
+	sim_config_free(&c);
+
+	/* Too long: 1G at 1K/s; or at a writer's own 1K/s; or after its start. */
+	shape(&c, "bw=1K/s", 64ull << 30, 1, "bytes=1G");
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "1048576 s of simulated time"));
+	sim_config_free(&c);
+	shape(&c, NULL, 64ull << 30, 1, "bytes=1G,rate=1K/s");
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	sim_config_free(&c);
+	shape(&c, "bw=1K/s,commit-lat=1ms+1T/s", 64ull << 30, 1, "bytes=64M");
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), 0);
+	sim_config_free(&c);
+	shape(&c, "commit-lat=1ms+1K/s", 64ull << 30, 1, "bytes=1G");
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	sim_config_free(&c);
+
+	/* Too large: 4G in 4K blocks is 1M blocks, 1M buffers kept. */
+	shape(&c, NULL, 64ull << 30, 1, "bytes=4G,bs=4K");
+	ck_assert_int_eq(sim_cost(&c, &k), 0);
+	ck_assert_double_eq(k.blocks, 1 << 20);
+	ck_assert_double_ge(k.memory_bytes, 180.0 * MIB);
+	ck_assert_int_eq(sim_config_check(&c, 256 * MIB, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "more than half of this machine's 0.2 GiB"));
+	ck_assert_int_eq(sim_config_check(&c, 1ull << 30, err, sizeof(err)), 0);
+	sim_config_free(&c);
+
+	/* The scenarios' largest runs (sim/main.c): lustre-1's 1T, lustre-3's
+	 * eight, lustre-4's two of 128G, memcg's 1000M in 64K blocks,
+	 * lustre-striped's eight over 16 OSTs, two-backends. */
+	{
+		static const char lustre[] = "bw=10400000000/s,lat=1ms,rpcs=8,rpc=4M,"
+					     "commit-interval=5s,commit-lat=50ms,journal=16G";
+		char spec[128], list[200] = "";
+		int i;
+
+		shape(&c, lustre, 512ull << 30, 1, "bytes=1T,rate=2200000000/s");
+		check_ok(&c, "lustre-1 1T");
+		sim_config_free(&c);
+		shape(&c, lustre, 512ull << 30, 8, "bytes=16G,rate=2200000000/s");
+		for (i = 0; i < 8; i++)
+			c.dom[i].max = 8ull << 30;
+		check_ok(&c, "lustre-3");
+		sim_config_free(&c);
+		shape(&c, lustre, 512ull << 30, 2, "bytes=128G,rate=2200000000/s");
+		check_ok(&c, "lustre-4");
+		sim_config_free(&c);
+		shape(&c, "bw=40000000/s,rpc=1M,journal=128M", 4ull << 30, 1,
+		      "bytes=1048576000,bs=64K");
+		check_ok(&c, "memcg");
+		sim_config_free(&c);
+
+		sim_config_init(&c);
+		c.memory = 512ull << 30;
+		for (i = 0; i < 16; i++) {
+			snprintf(spec, sizeof(spec),
+				 "ost%d:bw=650000000/s,lat=1ms,rpcs=8,rpc=4M,commit-interval=5s,"
+				 "commit-lat=50ms,journal=1G",
+				 i);
+			ck_assert_int_eq(sim_parse_backend_opt(spec, &c, err, sizeof(err)), 0);
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%sost%d",
+				 i ? "," : "", i);
+		}
+		strcat(list, ",size=1M");
+		ck_assert_int_eq(sim_parse_stripe(list, &c, err, sizeof(err)), 0);
+		ck_assert_int_eq(sim_parse_domain("memcg,count=8,max=1G", &c, err, sizeof(err)), 0);
+		ck_assert_int_eq(
+			sim_parse_writer("memcg,bytes=16G,rate=2200000000/s", &c, err, sizeof(err)),
+			0);
+		check_ok(&c, "lustre-striped 8 x 16 OSTs");
+		sim_config_free(&c);
+
+		sim_config_init(&c);
+		c.memory = 4ull << 30;
+		ck_assert_int_eq(sim_parse_backend_opt("fast:bw=1G/s", &c, err, sizeof(err)), 0);
+		ck_assert_int_eq(sim_parse_backend_opt("slow:bw=100M/s", &c, err, sizeof(err)), 0);
+		ck_assert_int_eq(sim_parse_domain("FS,max=512M", &c, err, sizeof(err)), 0);
+		ck_assert_int_eq(sim_parse_writer("FS,bytes=4G,backend=fast", &c, err, sizeof(err)),
+				 0);
+		ck_assert_int_eq(sim_parse_writer("FS,bytes=1G,backend=slow", &c, err, sizeof(err)),
+				 0);
+		check_ok(&c, "two-backends");
+		sim_config_free(&c);
+	}
+
+	/* Many domains writing twice their max: 20,000, and 100,000. */
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_domain("d,count=20000,max=16M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("d,bytes=32M", &c, err, sizeof(err)), 0);
+	check_ok(&c, "20,000 domains");
+	sim_config_free(&c);
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_domain("d,count=100000,max=16M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("d,bytes=32M", &c, err, sizeof(err)), 0);
+	check_ok(&c, "100,000 domains");
+	ck_assert_int_eq(sim_cost(&c, &k), 0);
+	ck_assert_double_eq(k.events, 3400000);
+	sim_config_free(&c);
+}
+END_TEST
+
 /*
  * The server alone (server.c), with a small engine in polled mode on a
  * virtual clock: writers of 1 MiB blocks in the root domain of a 1 GiB
@@ -1139,6 +1315,7 @@ int main(void)
 	tcase_add_test(tc, test_bad_values);
 	tcase_add_test(tc, test_bounds_taken);
 	tcase_add_test(tc, test_zero_thresholds);
+	tcase_add_test(tc, test_run_check);
 	tcase_add_test(tc, test_srv_periodic);
 	tcase_add_test(tc, test_srv_journal_full);
 	tcase_add_test(tc, test_srv_sync_in_flight);

@@ -58,6 +58,19 @@ one_error "--memory: '0' is out of range" --memory 0
 one_error "--seed: '-1' is negative" --seed -1
 one_error "--policy: 'sloppy'" --policy sloppy
 one_error "--scenario: 'x'" --scenario x
+# A writer's bs over its domain's max, an ancestor's or the memory: no block
+# could ever be charged (it ended in ENOMEM, with exit 0).
+one_error "writer 0 (domain a): bs=2M is more than max=1M of domain a" \
+	--domain a,max=1M --writer a,bytes=8M,bs=2M
+one_error "writer 0 (domain a): bs=2M is more than max=1M of domain p" \
+	--domain p,max=1M --domain a,parent=p --writer a,bytes=8M,bs=2M
+one_error "writer 0 (domain a): bs=2M is more than the engine's memory" \
+	--memory 1M --domain a --writer a,bytes=8M,bs=2M
+# A run that would not finish: too many blocks, or too long a simulated time
+# (100T ran 200 s of CPU, 1G at 1K/s would run for hours).
+one_error "this run is 104857600 blocks" --domain a --writer a,bytes=100T
+one_error "this run lasts 1048576 s of simulated time" \
+	--backend bw=1K/s --domain a --writer a,bytes=1G
 # -h is --help; --version prints the library's.
 if [ "$("$sim" -h)" != "$("$sim" --help)" ] || ! "$sim" -h | grep -q '^usage: unstable-sim'; then
 	echo "FAIL: -h is not --help"
@@ -244,7 +257,9 @@ if [ -z "$tp" ] || [ "$tp" -le $((300 * 1048576)) ]; then
 else
 	echo "striped over 4 OSTs of 100 MiB/s: $tp B/s"
 fi
-for sc in lustre-striped two-backends; do
+# Every built-in scenario is within the bounds of a run (seeds: the five of
+# lustre-1 .. lustre-4 and memcg).
+for sc in seeds lustre-striped two-backends; do
 	# a figure marked '!' (ENOMEM, lost bytes, a crossed max) fails
 	out=$("$sim" --scenario $sc) || out="exit $?: $out"
 	if printf '%s\n' "$out" | grep -v "marks" | grep -Eq '[0-9]!|ENOMEM|^exit'; then
