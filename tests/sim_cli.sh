@@ -88,6 +88,17 @@ if [ -z "$asked" ] || [ "$asked" -lt 64 ] ||
 	echo "FAIL: dirty=0: $asked commits asked: $out"
 	fail=1
 fi
+# A striped writer's ceiling: the stripe count times its share of the
+# slowest backend (2 x 100 MiB/s), not the sum of its shares.
+out=$("$sim" --json --backend f:bw=1G/s --backend s:bw=100M/s --domain a,max=64M \
+	--writer a,bytes=64M,stripe=f+s)
+case $out in
+*'"ceiling":209715200,'*) ;;
+*)
+	echo "FAIL: striped ceiling: $out"
+	fail=1
+	;;
+esac
 expect 2 --bogus
 expect 2 --policy sloppy
 expect 0 --policy naive --domain a,max=16M --writer a,bytes=48M
