@@ -176,17 +176,14 @@ static int bad(const char *msg)
 	return 2;
 }
 
-/* The bandwidth of the backends the writers use: the default's, or the sum
- * of those named by a writer or its striping. */
-static uint64_t backend_bw(const struct sim_config *c)
+/* Which backends the writers' data goes to (a writer's backend, or each of
+ * its stripe's): c->nbk + 1 flags by backend index, or NULL without memory. */
+static bool *backends_used(const struct sim_config *c)
 {
 	bool *used = calloc((size_t)c->nbk + 1, sizeof(*used));
-	uint64_t bw = 0;
-	int b, i, k;
+	int i, k;
 
-	if (!used)
-		return c->backend.bw;
-	for (i = 0; i < c->nwr; i++) {
+	for (i = 0; used && i < c->nwr; i++) {
 		const struct sim_writer *w = &c->wr[i];
 
 		if (w->stripe) {
@@ -198,9 +195,22 @@ static uint64_t backend_bw(const struct sim_config *c)
 			used[w->backend] = true;
 		}
 	}
+	return used;
+}
+
+/* The bandwidth of the backends the writers use: the default's, or the sum
+ * of those named by a writer or its striping. */
+static uint64_t backend_bw(const struct sim_config *c)
+{
+	bool *used = backends_used(c);
+	uint64_t bw = 0;
+	int b;
+
+	if (!used)
+		return c->backend.bw;
 	for (b = 0; b <= c->nbk; b++)
 		if (used[b])
-			bw += b ? c->bk[b - 1].bw : c->backend.bw;
+			bw += sim_config_backend(c, b)->bw;
 	free(used);
 	return bw ? bw : c->backend.bw;
 }
@@ -219,6 +229,38 @@ static double utilisation(const struct sim_config *c, const struct sim_result *r
 static const char *backend_name(const struct sim_config *c, int b)
 {
 	return b ? c->bk[b - 1].name : "default";
+}
+
+/*
+ * The text output's backend line: the backends the writers used, each with
+ * its bandwidth (the first 16 of them, then how many more: a run may have
+ * 10,000), and the part of their bandwidth used over the run.
+ */
+static void print_backends(const struct sim_config *c, const struct sim_result *r)
+{
+	bool *used = backends_used(c);
+	int b, n = 0;
+
+	for (b = 0; used && b <= c->nbk; b++)
+		n += used[b];
+	if (!n) {
+		printf("backend: %.1f MB/s", (double)c->backend.bw / 1e6);
+	} else {
+		int shown = 0;
+
+		printf("backend%s: ", n > 1 ? "s" : "");
+		for (b = 0; b <= c->nbk; b++)
+			if (used[b] && shown++ < 16)
+				printf("%s%s %.1f MB/s", shown > 1 ? ", " : "", backend_name(c, b),
+				       (double)sim_config_backend(c, b)->bw / 1e6);
+		if (n > 16)
+			printf(" and %d more", n - 16);
+		if (n > 1)
+			printf(" (%.1f MB/s in all)", (double)backend_bw(c) / 1e6);
+	}
+	printf("; %.1f %% used over the run (%.3f s, final sync included)\n",
+	       100 * utilisation(c, r), (double)r->run_ns / 1e9);
+	free(used);
 }
 
 /* The backends a writer's data goes to, as a JSON string: its backend's
@@ -1140,10 +1182,7 @@ int main(int argc, char **argv)
 			printf("file %s: %s\n", m.file, r.io_note);
 	}
 	if (!m.realtime)
-		printf("backend: %.1f MB/s, %.1f %% used over the run (%.3f s, final sync "
-		       "included)\n",
-		       (double)c.backend.bw / 1e6, 100 * utilisation(&c, &r),
-		       (double)r.run_ns / 1e9);
+		print_backends(&c, &r);
 	printf("Jain index %.4f; %llu commits asked, %llu server commits; %.2f s %s\n", r.jain,
 	       (unsigned long long)r.commits_asked, (unsigned long long)r.server_commits,
 	       r.wall_seconds, m.realtime ? "in all" : "of CPU");

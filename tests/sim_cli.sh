@@ -88,6 +88,25 @@ if [ -z "$asked" ] || [ "$asked" -lt 64 ] ||
 	echo "FAIL: dirty=0: $asked commits asked: $out"
 	fail=1
 fi
+# The backend line names the backends the writers used, each with its
+# bandwidth (not the default's when they used named ones).
+out=$("$sim" --backend f:bw=1G/s --backend s:bw=100M/s --domain a,max=64M \
+	--writer a,bytes=64M,backend=f --writer a,bytes=16M,backend=s)
+case $out in
+*'backends: f 1073.7 MB/s, s 104.9 MB/s (1178.6 MB/s in all); '*) ;;
+*)
+	echo "FAIL: backend line of f and s: $out"
+	fail=1
+	;;
+esac
+out=$("$sim" --backend s:bw=100M/s --domain a,max=64M --writer a,bytes=16M,backend=s)
+case $out in
+*'backend: s 104.9 MB/s; '*) ;;
+*)
+	echo "FAIL: backend line of s: $out"
+	fail=1
+	;;
+esac
 # A striped writer's ceiling: the stripe count times its share of the
 # slowest backend (2 x 100 MiB/s), not the sum of its shares.
 out=$("$sim" --json --backend f:bw=1G/s --backend s:bw=100M/s --domain a,max=64M \
