@@ -1,6 +1,10 @@
 /*
- * unstable-sim: the command line's values. Sizes take K/M/G/T (powers of
- * 1024), rates SIZE/s, times ns/us/ms/s. Every error names what was wrong.
+ * unstable-sim: the command line's values. Sizes take K/M/G/T/P (powers of
+ * 1024), rates SIZE/s, times ns/us/ms/s. A value is a decimal number with an
+ * optional fraction, within the bounds of its kind and key (sim.h says why
+ * each): "nan", "inf", "-1", "1e18" and "100P" are errors, never values that
+ * a cast turns into something else. Every error names the option, its
+ * argument and the key that was wrong.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -10,60 +14,91 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define MSG(...) (snprintf(err, len, __VA_ARGS__), -1)
 
-/* A number with an optional fraction: "1", "2.5". */
-static int number(const char *s, double *v, const char **end)
+static bool digit(char c)
 {
-	char *e;
+	return c >= '0' && c <= '9';
+}
 
-	if (!*s || *s == '-' || *s == '+' || *s == ' ')
-		return -1;
-	errno = 0;
-	*v = strtod(s, &e);
-	if (e == s || errno || *v < 0)
-		return -1;
-	*end = e;
+/*
+ * The number at the start of s: digits, then perhaps a '.' and more
+ * digits ("1", "2.5"). Its value and where it ends, or -1 with a message.
+ * strtod() alone would also take a sign, an exponent, hexadecimal, "nan"
+ * and "inf", so it only reads what this scan accepted.
+ */
+static int number(const char *s, double *v, const char **end, char *err, size_t len)
+{
+	const char *p = s;
+	char buf[64];
+
+	if (!*s)
+		return MSG("empty value");
+	if (*s == '-')
+		return MSG("'%s' is negative", s);
+	if (!strncasecmp(s, "nan", 3) || !strncasecmp(s, "inf", 3) || !strncasecmp(s, "+inf", 4))
+		return MSG("'%s' is not a finite number", s);
+	if (!digit(*p))
+		return MSG("'%s' is not a number", s);
+	while (digit(*p))
+		p++;
+	if (*p == '.') {
+		if (!digit(p[1]))
+			return MSG("'%s' is not a number: digits must follow the '.'", s);
+		for (p++; digit(*p); p++)
+			;
+	}
+	if ((*p == 'e' || *p == 'E') && (digit(p[1]) || p[1] == '-' || p[1] == '+'))
+		return MSG("'%s' has an exponent: write the number with a unit instead", s);
+	if ((size_t)(p - s) >= sizeof(buf))
+		return MSG("'%.20s...' has too many digits", s);
+	memcpy(buf, s, (size_t)(p - s));
+	buf[p - s] = '\0';
+	*v = strtod(buf, NULL);
+	*end = p;
 	return 0;
+}
+
+const char *sim_size_str(uint64_t v, char *buf, size_t n)
+{
+	static const char units[] = "KMGTP";
+	int u = -1;
+
+	while (u < 4 && v && v % 1024 == 0) {
+		v /= 1024;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, n, "%llu", (unsigned long long)v);
+	else
+		snprintf(buf, n, "%llu%c", (unsigned long long)v, units[u]);
+	return buf;
 }
 
 int sim_parse_size(const char *s, uint64_t *out, char *err, size_t len)
 {
-	const char *e;
+	static const char units[] = "KMGTP";
+	const char *e, *u;
 	double v, m = 1;
 
-	if (number(s, &v, &e))
-		return MSG("bad size '%s': expected a number with K, M, G or T", s);
-	switch (*e) {
-	case 'K':
-		m = 1024.0;
+	if (number(s, &v, &e, err, len))
+		return -1;
+	if (*e && (u = strchr(units, *e)) != NULL) {
+		for (m = 1024; u > units; u--)
+			m *= 1024;
 		e++;
-		break;
-	case 'M':
-		m = 1024.0 * 1024;
-		e++;
-		break;
-	case 'G':
-		m = 1024.0 * 1024 * 1024;
-		e++;
-		break;
-	case 'T':
-		m = 1024.0 * 1024 * 1024 * 1024;
-		e++;
-		break;
-	default:
-		break;
+		if (*e == 'i' && e[1] == 'B')
+			e += 2;
 	}
-	if (*e == 'i' && e[1] == 'B')
-		e += 2;
-	else if (*e == 'B')
+	if (*e == 'B')
 		e++;
 	if (*e)
-		return MSG("bad size '%s': unknown suffix '%s'", s, e);
+		return MSG("'%s': unknown unit '%s' (a size takes K, M, G, T or P)", s, e);
 	v *= m;
-	if (v >= 18446744073709551615.0)
-		return MSG("size '%s' is too large", s);
+	if (v > (double)SIM_SIZE_MAX)
+		return MSG("'%s' is more than 1P", s);
 	*out = (uint64_t)v;
 	return 0;
 }
@@ -73,8 +108,8 @@ int sim_parse_time(const char *s, uint64_t *out, char *err, size_t len)
 	const char *e;
 	double v, m;
 
-	if (number(s, &v, &e))
-		return MSG("bad time '%s': expected a number with ns, us, ms or s", s);
+	if (number(s, &v, &e, err, len))
+		return -1;
 	if (!strcmp(e, "ns"))
 		m = 1;
 	else if (!strcmp(e, "us"))
@@ -83,11 +118,13 @@ int sim_parse_time(const char *s, uint64_t *out, char *err, size_t len)
 		m = 1e6;
 	else if (!strcmp(e, "s"))
 		m = 1e9;
+	else if (!*e)
+		return MSG("'%s' has no unit (a time takes ns, us, ms or s)", s);
 	else
-		return MSG("bad time '%s': the unit must be ns, us, ms or s", s);
+		return MSG("'%s': unknown unit '%s' (a time takes ns, us, ms or s)", s, e);
 	v *= m;
-	if (v >= 18446744073709551615.0)
-		return MSG("time '%s' is too large", s);
+	if (v > (double)SIM_TIME_MAX)
+		return MSG("'%s' is more than 1 hour", s);
 	*out = (uint64_t)v;
 	return 0;
 }
@@ -98,13 +135,76 @@ int sim_parse_rate(const char *s, uint64_t *out, char *err, size_t len)
 	size_t n = strlen(s);
 
 	if (n < 3 || n >= sizeof(buf) || strcmp(s + n - 2, "/s"))
-		return MSG("bad rate '%s': expected SIZE/s, like 2G/s", s);
+		return MSG("'%s' is not a rate: SIZE/s, like 2G/s", s);
 	memcpy(buf, s, n - 2);
 	buf[n - 2] = 0;
 	if (sim_parse_size(buf, out, err, len))
 		return -1;
-	if (*out == 0)
-		return MSG("rate '%s' must not be 0", s);
+	if (*out < SIM_RATE_MIN || *out > SIM_RATE_MAX)
+		return MSG("'%s' is out of range: 1K/s to 1T/s", s);
+	return 0;
+}
+
+int sim_parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out, char *err, size_t len)
+{
+	const char *p;
+	unsigned long long v;
+
+	if (!*s)
+		return MSG("empty value");
+	if (*s == '-')
+		return MSG("'%s' is negative", s);
+	for (p = s; digit(*p); p++)
+		;
+	if (*p)
+		return MSG("'%s' is not a whole number", s);
+	errno = 0;
+	v = strtoull(s, NULL, 10);
+	if (errno || v < lo || v > hi)
+		return MSG("'%s' is out of range: %llu to %llu", s, (unsigned long long)lo,
+			   (unsigned long long)hi);
+	*out = v;
+	return 0;
+}
+
+/* A size of key within [lo, hi] (SIM_SIZE_MAX at most): 0, or -1. */
+static int size_in(const char *s, uint64_t lo, uint64_t hi, uint64_t *out, char *err, size_t len)
+{
+	char a[32], b[32];
+	uint64_t v;
+
+	if (sim_parse_size(s, &v, err, len))
+		return -1;
+	if (v < lo || v > hi)
+		return MSG("'%s' is out of range: %s to %s", s, sim_size_str(lo, a, sizeof(a)),
+			   sim_size_str(hi, b, sizeof(b)));
+	*out = v;
+	return 0;
+}
+
+/* Puts "OPT SPEC: KEY: " before the message in err, or "OPT: " when the
+ * option's argument is the value itself (spec NULL); returns -1. */
+static int keyed(const char *opt, const char *spec, const char *key, char *err, size_t len)
+{
+	char msg[256];
+
+	snprintf(msg, sizeof(msg), "%s", err);
+	if (!spec)
+		return MSG("%s: %s", opt, msg);
+	return MSG("%s %s: %s: %s", opt, spec, key, msg);
+}
+
+int sim_parse_memory(const char *s, struct sim_config *c, char *err, size_t len)
+{
+	if (size_in(s, SIM_MEMORY_MIN, SIM_SIZE_MAX, &c->memory, err, len))
+		return keyed("--memory", NULL, NULL, err, len);
+	return 0;
+}
+
+int sim_parse_seed(const char *s, struct sim_config *c, char *err, size_t len)
+{
+	if (sim_parse_uint(s, 0, UINT64_MAX, &c->seed, err, len))
+		return keyed("--seed", NULL, NULL, err, len);
 	return 0;
 }
 
@@ -133,62 +233,71 @@ static int next_kv(char **p, char **k, char **v)
 static int commit_lat(const char *v, struct sim_backend *b, char *err, size_t len)
 {
 	char buf[128], *plus;
+	uint64_t lat, bps = 0;
 
 	if (strlen(v) >= sizeof(buf))
-		return MSG("--backend: commit-lat '%s' is too long", v);
+		return MSG("'%s' is too long", v);
 	strcpy(buf, v);
 	plus = strchr(buf, '+');
 	if (plus)
 		*plus++ = 0;
-	if (sim_parse_time(buf, &b->commit_lat, err, len))
-		return MSG("--backend: bad commit-lat '%s': expected TIME or TIME+RATE, like "
-			   "5ms+500M/s",
-			   v);
-	b->commit_bps = 0;
-	if (plus && sim_parse_rate(plus, &b->commit_bps, err, len))
-		return MSG("--backend: bad commit-lat '%s': after the '+', a disk speed like "
-			   "500M/s",
-			   v);
+	if (sim_parse_time(buf, &lat, err, len) || (plus && sim_parse_rate(plus, &bps, err, len))) {
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "%s", err);
+		return MSG("%s; commit-lat is TIME or TIME+RATE (a disk speed), like 5ms+500M/s",
+			   msg);
+	}
+	b->commit_lat = lat;
+	b->commit_bps = bps;
 	return 0;
 }
 
-int sim_parse_backend(const char *spec, struct sim_backend *b, char *err, size_t len)
+/* The KEY=VALUE,... of --backend ARG into b (kvs: ARG, or what follows
+ * its NAME:). */
+static int parse_backend(const char *arg, const char *kvs, struct sim_backend *b, char *err,
+			 size_t len)
 {
 	char buf[512], *p = buf, *k, *v;
 
-	if (strlen(spec) >= sizeof(buf))
+	if (strlen(kvs) >= sizeof(buf))
 		return MSG("--backend: too long");
-	strcpy(buf, spec);
+	strcpy(buf, kvs);
 	while (next_kv(&p, &k, &v)) {
+		uint64_t n;
 		int rc;
 
 		if (!v)
-			return MSG("--backend: '%s' needs a value (key=value)", k);
+			return MSG("--backend %s: '%s' needs a value (key=value)", arg, k);
 		if (!strcmp(k, "bw"))
 			rc = sim_parse_rate(v, &b->bw, err, len);
 		else if (!strcmp(k, "lat"))
 			rc = sim_parse_time(v, &b->lat_ns, err, len);
 		else if (!strcmp(k, "rpcs")) {
-			char *e;
-
-			b->rpcs = strtoull(v, &e, 10);
-			rc = (*e || !b->rpcs) ? MSG("--backend: rpcs must be a positive count") : 0;
+			rc = sim_parse_uint(v, 1, SIM_RPCS_MAX, &n, err, len);
+			b->rpcs = rc ? b->rpcs : n;
 		} else if (!strcmp(k, "rpc"))
-			rc = sim_parse_size(v, &b->rpc, err, len);
-		else if (!strcmp(k, "commit-interval"))
-			rc = sim_parse_time(v, &b->commit_interval, err, len);
-		else if (!strcmp(k, "commit-lat"))
+			rc = size_in(v, 1, SIM_BLOCK_MAX, &b->rpc, err, len);
+		else if (!strcmp(k, "commit-interval")) {
+			rc = sim_parse_time(v, &n, err, len);
+			if (!rc && n < SIM_INTERVAL_MIN)
+				rc = MSG("'%s' is less than 1ms", v);
+			b->commit_interval = rc ? b->commit_interval : n;
+		} else if (!strcmp(k, "commit-lat"))
 			rc = commit_lat(v, b, err, len);
 		else if (!strcmp(k, "journal"))
 			rc = sim_parse_size(v, &b->journal, err, len);
 		else
-			return MSG("--backend: unknown key '%s'", k);
+			return MSG("--backend %s: unknown key '%s'", arg, k);
 		if (rc)
-			return -1;
+			return keyed("--backend", arg, k, err, len);
 	}
-	if (!b->rpc || !b->commit_interval)
-		return MSG("--backend: rpc and commit-interval must not be 0");
 	return 0;
+}
+
+int sim_parse_backend(const char *spec, struct sim_backend *b, char *err, size_t len)
+{
+	return parse_backend(spec, spec, b, err, len);
 }
 
 /*
@@ -332,35 +441,46 @@ static int find_backend(const struct sim_config *c, const char *name)
 	return i < 0 ? -1 : i + 1;
 }
 
-/* SIZE or PCT% */
-static int size_or_pct(const char *v, uint64_t *bytes, unsigned *pct, char *err, size_t len)
+/*
+ * SIZE or PCT%: bytes, or a percentage of the domain's limit. 0 and 0% are
+ * both a ratio of 0 (*zero): the engine refuses a threshold of 0 bytes and
+ * takes a ratio of 0 (a dirty ratio of 0 is write-through), and nothing
+ * can be dirty below a threshold of 0 bytes either.
+ */
+static int size_or_pct(const char *v, uint64_t *bytes, unsigned *pct, bool *zero, char *err,
+		       size_t len)
 {
 	size_t n = strlen(v);
+	uint64_t x;
 
 	if (n && v[n - 1] == '%') {
-		char *e;
-		unsigned long p = strtoul(v, &e, 10);
+		char buf[16];
 
-		if (e != v + n - 1 || p > 100 || e == v)
-			return MSG("bad percentage '%s'", v);
-		*pct = (unsigned)p;
+		if (n >= sizeof(buf))
+			return MSG("'%s' is not a percentage from 0%% to 100%%", v);
+		memcpy(buf, v, n - 1);
+		buf[n - 1] = '\0';
+		if (sim_parse_uint(buf, 0, 100, &x, err, len))
+			return MSG("'%s' is not a percentage from 0%% to 100%%", v);
+		*pct = (unsigned)x;
 		*bytes = 0;
-		return 0;
+	} else {
+		if (sim_parse_size(v, &x, err, len))
+			return -1;
+		*pct = 0;
+		*bytes = x;
 	}
-	*pct = 0;
-	return sim_parse_size(v, bytes, err, len);
+	*zero = !*pct && !*bytes;
+	return 0;
 }
 
-/* A count=N: a positive number, at most max. */
-static int parse_count(const char *what, const char *v, long max, int *out, char *err, size_t len)
+/* A count=N: 1 to SIM_COUNT_MAX. */
+static int parse_count(const char *v, int *out, char *err, size_t len)
 {
-	char *e;
-	long n;
+	uint64_t n;
 
-	errno = 0;
-	n = strtol(v, &e, 10);
-	if (e == v || *e || errno || n < 1 || n > max)
-		return MSG("%s: count must be between 1 and %ld", what, max);
+	if (sim_parse_uint(v, 1, SIM_COUNT_MAX, &n, err, len))
+		return -1;
 	*out = (int)n;
 	return 0;
 }
@@ -462,26 +582,26 @@ int sim_parse_domain(const char *spec, struct sim_config *c, char *err, size_t l
 			continue;
 		}
 		if (!v)
-			return MSG("--domain %s: '%s' needs a value", d.name, k);
+			return MSG("--domain %s: '%s' needs a value", spec, k);
 		if (!strcmp(k, "parent")) {
 			d.parent = find_domain(c, v);
 			if (d.parent < 0)
-				return MSG("--domain %s: parent '%s' is not defined before", d.name,
+				return MSG("--domain %s: parent '%s' is not defined before", spec,
 					   v);
 		} else if (!strcmp(k, "count"))
-			rc = parse_count("--domain", v, 1000000, &count, err, len);
+			rc = parse_count(v, &count, err, len);
 		else if (!strcmp(k, "max"))
-			rc = sim_parse_size(v, &d.max, err, len);
+			rc = size_in(v, 1, SIM_SIZE_MAX, &d.max, err, len);
 		else if (!strcmp(k, "high"))
-			rc = sim_parse_size(v, &d.high, err, len);
+			rc = size_in(v, 1, SIM_SIZE_MAX, &d.high, err, len);
 		else if (!strcmp(k, "bg"))
-			rc = size_or_pct(v, &d.bg, &d.bg_pct, err, len);
+			rc = size_or_pct(v, &d.bg, &d.bg_pct, &d.bg_zero, err, len);
 		else if (!strcmp(k, "dirty"))
-			rc = size_or_pct(v, &d.dirty, &d.dirty_pct, err, len);
+			rc = size_or_pct(v, &d.dirty, &d.dirty_pct, &d.dirty_zero, err, len);
 		else
-			return MSG("--domain %s: unknown key '%s'", d.name, k);
+			return MSG("--domain %s: unknown key '%s'", spec, k);
 		if (rc)
-			return -1;
+			return keyed("--domain", spec, k, err, len);
 	}
 	if (first)
 		return MSG("--domain: a name is needed");
@@ -562,7 +682,7 @@ int sim_parse_backend_opt(const char *spec, struct sim_config *c, char *err, siz
 		b = d.backend;
 		strcpy(b.name, name);
 	}
-	if (colon[1] && sim_parse_backend(colon + 1, &b, err, len))
+	if (colon[1] && parse_backend(spec, colon + 1, &b, err, len))
 		return -1;
 	if (i > 0) {
 		c->bk[i - 1] = b;
@@ -654,8 +774,8 @@ int sim_parse_stripe(const char *spec, struct sim_config *c, char *err, size_t l
 			names = sz + strlen(sz); /* no names */
 		if (strchr(sz, ','))
 			return MSG("--stripe: size=SIZE comes last");
-		if (sim_parse_size(sz + 5, &size, err, len))
-			return -1;
+		if (size_in(sz + 5, 1, SIM_STRIPE_MAX, &size, err, len))
+			return keyed("--stripe", spec, "size", err, len);
 	}
 	if (stripe_add(c, names, size, "--stripe", err, len))
 		return -1;
@@ -697,17 +817,17 @@ int sim_parse_writer(const char *spec, struct sim_config *c, char *err, size_t l
 			continue;
 		}
 		if (!v)
-			return MSG("--writer: '%s' needs a value", k);
+			return MSG("--writer %s: '%s' needs a value", spec, k);
 		if (!strcmp(k, "bytes"))
-			rc = sim_parse_size(v, &w.bytes, err, len);
+			rc = size_in(v, 1, SIM_SIZE_MAX, &w.bytes, err, len);
 		else if (!strcmp(k, "bs"))
-			rc = sim_parse_size(v, &w.bs, err, len);
+			rc = size_in(v, 1, SIM_BLOCK_MAX, &w.bs, err, len);
 		else if (!strcmp(k, "start"))
 			rc = sim_parse_time(v, &w.start_ns, err, len);
 		else if (!strcmp(k, "rate"))
 			rc = sim_parse_rate(v, &w.rate, err, len);
 		else if (!strcmp(k, "count"))
-			rc = parse_count("--writer", v, 1000000, &count, err, len);
+			rc = parse_count(v, &count, err, len);
 		else if (!strcmp(k, "backend")) {
 			if ((backend = find_backend(c, v)) < 0)
 				return MSG(
@@ -716,21 +836,21 @@ int sim_parse_writer(const char *spec, struct sim_config *c, char *err, size_t l
 		} else if (!strcmp(k, "stripe"))
 			stripe = v;
 		else if (!strcmp(k, "stripe-size")) {
-			rc = sim_parse_size(v, &ssize, err, len);
+			rc = size_in(v, 1, SIM_STRIPE_MAX, &ssize, err, len);
 			has_ssize = true;
 		} else
-			return MSG("--writer: unknown key '%s'", k);
+			return MSG("--writer %s: unknown key '%s'", spec, k);
 		if (rc)
-			return -1;
+			return keyed("--writer", spec, k, err, len);
 	}
 	if (w.domain < 0)
 		return MSG("--writer: a domain is needed");
 	if (!w.bytes)
-		return MSG("--writer: bytes=SIZE is needed");
-	if (!w.bs || w.bs > (1ull << 30))
-		return MSG("--writer: bs must be between 1 and 1G");
-	if ((long long)count * ndom > 1000000)
-		return MSG("--writer: at most 1000000 writers at once");
+		return MSG("--writer %s: bytes=SIZE is needed", spec);
+	if ((long long)count * ndom > SIM_WRITERS_MAX)
+		return MSG("--writer %s: %lld writers (count=%d in each of %d domains): at most "
+			   "%d at once",
+			   spec, (long long)count * ndom, count, ndom, SIM_WRITERS_MAX);
 	if (has_ssize && !stripe)
 		return MSG("--writer: stripe-size= goes with stripe=NAME1+NAME2...");
 	if (backend >= 0 && stripe)

@@ -15,14 +15,16 @@
  *     [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]
  *        [,backend=NAME|,stripe=NAME+NAME...[,stripe-size=SIZE]]]...
  *     [--seed N] [--trace FILE.csv] [--realtime [--backend file:PATH]]
+ *   unstable-sim -h|--help|--version
  *
- * Sizes take K/M/G/T (powers of 1024), rates SIZE/s, times ns/us/ms/s. Bad
- * arguments print a message and exit 2. Domains and writers: as many as
- * memory holds; --domain NAME,count=N makes NAME-1 .. NAME-N alike, and a
- * --writer naming NAME writes in each of them (count=N on a writer: N
- * writers each). --realtime runs the same scenario
- * with real threads and memory (realtime.c) against the simulated server in
- * real time or a file.
+ * Sizes take K/M/G/T/P (powers of 1024), rates SIZE/s, times ns/us/ms/s,
+ * each within its bounds (sim.h); a run as a whole stays within those of
+ * check.c. Bad arguments print one line saying what is wrong and a hint,
+ * and exit 2. Domains and writers: as many as the bounds of a run allow;
+ * --domain NAME,count=N makes NAME-1 .. NAME-N alike, and a --writer naming
+ * NAME writes in each of them (count=N on a writer: N writers each).
+ * --realtime runs the same scenario with real threads and memory
+ * (realtime.c) against the simulated server in real time or a file.
  */
 #include "sim.h"
 
@@ -45,6 +47,18 @@ static const char *usage =
 	"  [--writer DOMAIN,bytes=SIZE[,bs=SIZE][,start=TIME][,rate=RATE][,count=N]\n"
 	"     [,backend=NAME|,stripe=NAME+NAME...[,stripe-size=SIZE]]]... [--seed N]\n"
 	"  [--trace FILE.csv] [--realtime [--backend file:PATH]]\n"
+	"       unstable-sim -h|--help|--version\n"
+	"values: a decimal number, perhaps with a fraction (1.5G), and no sign, exponent, nan or\n"
+	"  inf. Sizes take K, M, G, T or P (powers of 1024), at most 1P (bs= and rpc= at most 1G,\n"
+	"  a stripe size 4G; --memory at least 4K); times ns, us, ms or s, at most 1h\n"
+	"  (commit-interval at least 1ms); rates SIZE/s, 1K/s to 1T/s; count= 1 to 100000 (one\n"
+	"  --writer makes at most 1000000 writers); rpcs= 1 to 65536; percentages 0% to 100%.\n"
+	"  bg=0 and dirty=0 are ratios of 0: dirty=0 (or 0%) is write-through, each writer\n"
+	"  waiting until its blocks are written back and committed.\n"
+	"a run: each writer's bs at most its domains' max and --memory; and, counted at their\n"
+	"  least before it starts, at most 16777216 events (blocks written, bytes/bs of each\n"
+	"  writer, plus the writers and domains), 100000 s of simulated time, and half of the\n"
+	"  physical memory.\n"
 	"scenarios: lustre-1 (dd of 128G..1T through 512G), lustre-2 (one dd at 2x, 1x, 0.5x\n"
 	"  memcg limits of 1G..64G), lustre-3 (8 memcgs of 8G, 16G each), lustre-4 (a limited\n"
 	"  dd beside an unlimited one), memcg (dd of 1 GB to ext3 under 5M..2G), seeds (all\n"
@@ -85,9 +99,13 @@ struct mode {
 
 static const struct mode virtual_time = { false, NULL };
 
+/* Every run, a scenario's too, is checked against the bounds of a run
+ * first (check.c): the bounds must hold every built-in scenario. */
 static int run(const struct sim_config *c, const struct mode *m, struct sim_result *r, char *err,
 	       size_t len)
 {
+	if (sim_config_check(c, sim_phys_bytes(), err, len))
+		return -1;
 	if (m->realtime)
 		return sim_run_realtime(c, m->file, r, err, len);
 	return sim_run(c, r, err, len);
@@ -150,23 +168,22 @@ static bool optimistic(double seed, double ours)
 	return seed < 0.9 * ours;
 }
 
+/* A bad command line: the one line that says what is wrong, and where the
+ * usage is (40 lines of it would bury the message); exit status 2. */
 static int bad(const char *msg)
 {
-	fprintf(stderr, "unstable-sim: %s\n%s", msg, usage);
+	fprintf(stderr, "unstable-sim: %s\ntry unstable-sim --help\n", msg);
 	return 2;
 }
 
-/* The bandwidth of the backends the writers use: the default's, or the sum
- * of those named by a writer or its striping. */
-static uint64_t backend_bw(const struct sim_config *c)
+/* Which backends the writers' data goes to (a writer's backend, or each of
+ * its stripe's): c->nbk + 1 flags by backend index, or NULL without memory. */
+static bool *backends_used(const struct sim_config *c)
 {
 	bool *used = calloc((size_t)c->nbk + 1, sizeof(*used));
-	uint64_t bw = 0;
-	int b, i, k;
+	int i, k;
 
-	if (!used)
-		return c->backend.bw;
-	for (i = 0; i < c->nwr; i++) {
+	for (i = 0; used && i < c->nwr; i++) {
 		const struct sim_writer *w = &c->wr[i];
 
 		if (w->stripe) {
@@ -178,9 +195,22 @@ static uint64_t backend_bw(const struct sim_config *c)
 			used[w->backend] = true;
 		}
 	}
+	return used;
+}
+
+/* The bandwidth of the backends the writers use: the default's, or the sum
+ * of those named by a writer or its striping. */
+static uint64_t backend_bw(const struct sim_config *c)
+{
+	bool *used = backends_used(c);
+	uint64_t bw = 0;
+	int b;
+
+	if (!used)
+		return c->backend.bw;
 	for (b = 0; b <= c->nbk; b++)
 		if (used[b])
-			bw += b ? c->bk[b - 1].bw : c->backend.bw;
+			bw += sim_config_backend(c, b)->bw;
 	free(used);
 	return bw ? bw : c->backend.bw;
 }
@@ -199,6 +229,38 @@ static double utilisation(const struct sim_config *c, const struct sim_result *r
 static const char *backend_name(const struct sim_config *c, int b)
 {
 	return b ? c->bk[b - 1].name : "default";
+}
+
+/*
+ * The text output's backend line: the backends the writers used, each with
+ * its bandwidth (the first 16 of them, then how many more: a run may have
+ * 10,000), and the part of their bandwidth used over the run.
+ */
+static void print_backends(const struct sim_config *c, const struct sim_result *r)
+{
+	bool *used = backends_used(c);
+	int b, n = 0;
+
+	for (b = 0; used && b <= c->nbk; b++)
+		n += used[b];
+	if (!n) {
+		printf("backend: %.1f MB/s", (double)c->backend.bw / 1e6);
+	} else {
+		int shown = 0;
+
+		printf("backend%s: ", n > 1 ? "s" : "");
+		for (b = 0; b <= c->nbk; b++)
+			if (used[b] && shown++ < 16)
+				printf("%s%s %.1f MB/s", shown > 1 ? ", " : "", backend_name(c, b),
+				       (double)sim_config_backend(c, b)->bw / 1e6);
+		if (n > 16)
+			printf(" and %d more", n - 16);
+		if (n > 1)
+			printf(" (%.1f MB/s in all)", (double)backend_bw(c) / 1e6);
+	}
+	printf("; %.1f %% used over the run (%.3f s, final sync included)\n",
+	       100 * utilisation(c, r), (double)r->run_ns / 1e9);
+	free(used);
 }
 
 /* The backends a writer's data goes to, as a JSON string: its backend's
@@ -497,7 +559,7 @@ static int lustre3(enum sim_policy pol, bool json)
 	}
 	c.ndom = c.nwr = 8;
 	progress("lustre-3: 8 writers");
-	if (sim_run(&c, &r, err, sizeof(err))) {
+	if (run(&c, &virtual_time, &r, err, sizeof(err))) {
 		fprintf(stderr, "unstable-sim: %s\n", err);
 		return 1;
 	}
@@ -575,7 +637,7 @@ static int lustre4(enum sim_policy pol, bool json)
 			c.wr[1].domain = 1;
 			c.ndom = c.nwr = 2;
 		}
-		if (sim_run(&c, &r, err, sizeof(err))) {
+		if (run(&c, &virtual_time, &r, err, sizeof(err))) {
 			fprintf(stderr, "unstable-sim: %s\n", err);
 			return 1;
 		}
@@ -800,7 +862,7 @@ static int lustre_striped(enum sim_policy pol, bool json)
 			c.policy = pol;
 			c.memory = 512 * GIB;
 			progress("lustre-striped: %d writers over %d OSTs", writers[wi], osts[oi]);
-			if (sim_run(&c, &r, err, sizeof(err))) {
+			if (run(&c, &virtual_time, &r, err, sizeof(err))) {
 				fprintf(stderr, "unstable-sim: %s\n", err);
 				return 1;
 			}
@@ -878,7 +940,7 @@ static int two_backends(enum sim_policy pol, bool json)
 			c.policy = pol;
 			c.memory = 4 * GIB;
 			progress("two-backends: %s", setups[st]);
-			if (sim_run(&c, &r, err, sizeof(err))) {
+			if (run(&c, &virtual_time, &r, err, sizeof(err))) {
 				fprintf(stderr, "unstable-sim: %s\n", err);
 				return 1;
 			}
@@ -930,6 +992,7 @@ int main(int argc, char **argv)
 						  { "trace", required_argument, NULL, 't' },
 						  { "realtime", no_argument, NULL, 'R' },
 						  { "help", no_argument, NULL, 'h' },
+						  { "version", no_argument, NULL, 'V' },
 						  { NULL, 0, NULL, 0 } };
 	/* Static: what they hold stays reachable until the process exits. */
 	static struct sim_config c;
@@ -937,11 +1000,15 @@ int main(int argc, char **argv)
 	const char *scenario = NULL;
 	struct mode m = { false, NULL };
 	bool json = false;
-	char err[256];
+	char err[1024];
 	int opt, i;
 
 	sim_config_init(&c);
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	/* getopt's own messages off (opterr), and a missing argument told
+	 * apart from an unknown option (the leading ':'): each error is one
+	 * line of ours, naming the option. */
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'j':
 			json = true;
@@ -958,13 +1025,18 @@ int main(int argc, char **argv)
 				c.policy = SIM_POLICY_NAIVE;
 			else if (!strcmp(optarg, "no-reclaim-wait"))
 				c.policy = SIM_POLICY_NO_RECLAIM_WAIT;
-			else
-				return bad("--policy must be unstable, no-forced-commit, naive or "
-					   "no-reclaim-wait");
+			else {
+				snprintf(
+					err, sizeof(err),
+					"--policy: '%s' is not unstable, no-forced-commit, naive or "
+					"no-reclaim-wait",
+					optarg);
+				return bad(err);
+			}
 			break;
 		case 'm':
-			if (sim_parse_size(optarg, &c.memory, err, sizeof(err)) || !c.memory)
-				return bad(c.memory ? err : "--memory must not be 0");
+			if (sim_parse_memory(optarg, &c, err, sizeof(err)))
+				return bad(err);
 			break;
 		case 'b':
 			if (!strncmp(optarg, "file:", 5)) {
@@ -988,14 +1060,10 @@ int main(int argc, char **argv)
 			if (sim_parse_writer(optarg, &c, err, sizeof(err)))
 				return bad(err);
 			break;
-		case 'r': {
-			char *e;
-
-			c.seed = strtoull(optarg, &e, 10);
-			if (*e || !*optarg)
-				return bad("--seed must be a number");
+		case 'r':
+			if (sim_parse_seed(optarg, &c, err, sizeof(err)))
+				return bad(err);
 			break;
-		}
 		case 't':
 			c.trace = optarg;
 			break;
@@ -1005,12 +1073,36 @@ int main(int argc, char **argv)
 		case 'h':
 			printf("%s", usage);
 			return 0;
-		default:
-			return bad("unknown option");
+		case 'V':
+			printf("unstable-sim %s\n", us_version());
+			return 0;
+		case ':':
+			snprintf(err, sizeof(err), "%s requires an argument", argv[optind - 1]);
+			return bad(err);
+		default: {
+			/* A long option is argv[optind - 1]: unknown (optopt 0),
+			 * or one that takes no argument given one (optopt its
+			 * value). A short one is optopt, perhaps inside a group
+			 * like -xh, where argv[optind - 1] is the argument
+			 * before. */
+			const char *a = argv[optind - 1], *eq = strchr(a, '=');
+			bool lng = !strncmp(a, "--", 2);
+
+			if (lng && optopt && eq)
+				snprintf(err, sizeof(err), "%.*s takes no argument", (int)(eq - a),
+					 a);
+			else if (lng && !optopt)
+				snprintf(err, sizeof(err), "unknown option '%s'", a);
+			else
+				snprintf(err, sizeof(err), "unknown option '-%c'", optopt);
+			return bad(err);
+		}
 		}
 	}
-	if (optind < argc)
-		return bad("unexpected argument");
+	if (optind < argc) {
+		snprintf(err, sizeof(err), "unexpected argument '%s'", argv[optind]);
+		return bad(err);
+	}
 	if (m.file && !m.realtime)
 		return bad("--backend file:PATH runs in real time: add --realtime");
 	if (m.realtime && c.policy == SIM_POLICY_NO_RECLAIM_WAIT)
@@ -1043,11 +1135,17 @@ int main(int argc, char **argv)
 			return lustre1(c.policy, json) || lustre2(c.policy, json) ||
 			       lustre3(c.policy, json) || lustre4(c.policy, json) ||
 			       memcg(c.policy, json, &virtual_time);
-		return bad("unknown scenario (lustre-1 .. lustre-4, memcg, seeds, lustre-striped, "
-			   "two-backends)");
+		snprintf(
+			err, sizeof(err),
+			"--scenario: '%s' is not lustre-1 .. lustre-4, memcg, seeds, lustre-striped "
+			"or two-backends",
+			scenario);
+		return bad(err);
 	}
 	if (!c.nwr)
 		return bad("nothing to run: give --scenario, or --domain and --writer");
+	if (sim_config_check(&c, sim_phys_bytes(), err, sizeof(err)))
+		return bad(err);
 	if (m.realtime && sim_realtime_check(&c, err, sizeof(err)))
 		return bad(err);
 	if (run(&c, &m, &r, err, sizeof(err))) {
@@ -1084,10 +1182,7 @@ int main(int argc, char **argv)
 			printf("file %s: %s\n", m.file, r.io_note);
 	}
 	if (!m.realtime)
-		printf("backend: %.1f MB/s, %.1f %% used over the run (%.3f s, final sync "
-		       "included)\n",
-		       (double)c.backend.bw / 1e6, 100 * utilisation(&c, &r),
-		       (double)r.run_ns / 1e9);
+		print_backends(&c, &r);
 	printf("Jain index %.4f; %llu commits asked, %llu server commits; %.2f s %s\n", r.jain,
 	       (unsigned long long)r.commits_asked, (unsigned long long)r.server_commits,
 	       r.wall_seconds, m.realtime ? "in all" : "of CPU");

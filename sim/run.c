@@ -247,10 +247,10 @@ int sim_domains_create(us_engine *e, const struct sim_config *c, us_domain **dom
 		    (d->high != UINT64_MAX &&
 		     us_domain_set_limit(dom[i], US_LIMIT_HIGH, d->high)) ||
 		    (d->bg && us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_BYTES, d->bg)) ||
-		    (d->bg_pct &&
+		    ((d->bg_pct || d->bg_zero) &&
 		     us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_RATIO, d->bg_pct)) ||
 		    (d->dirty && us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BYTES, d->dirty)) ||
-		    (d->dirty_pct &&
+		    ((d->dirty_pct || d->dirty_zero) &&
 		     us_domain_set_limit(dom[i], US_LIMIT_DIRTY_RATIO, d->dirty_pct))) {
 			snprintf(err, len, "domain %s: the engine refused its limits", d->name);
 			return -1;
@@ -453,20 +453,28 @@ static void servers_run(struct sim_srv *srv, int nsrv, uint64_t now)
 		sim_srv_run(&srv[b], now);
 }
 
-/* Writer i's ceiling: its own speed, and its equal share of each backend
- * it writes to, summed over them. */
+/*
+ * Writer i's ceiling: the smaller of its own speed and what its backends
+ * let it write, an equal share of each (its bandwidth over the writers'
+ * data there, nwb). A striped writer sends each of its n backends the same
+ * bytes in turn (round robin), so it goes no faster than n times its share
+ * of the slowest: a stripe over a 1 GiB/s and a 100 MiB/s backend that
+ * nothing else uses writes 200 MiB/s at most, not their 1.1 GiB/s sum.
+ */
 static uint64_t writer_ceiling(const struct sim_config *c, const int *nwb, int i)
 {
 	const struct sim_stripe *st = stripe_of(c, i);
-	uint64_t own = c->wr[i].rate ? c->wr[i].rate : SIM_COPY_RATE, share = 0;
-	int j;
+	uint64_t own = c->wr[i].rate ? c->wr[i].rate : SIM_COPY_RATE, slowest = UINT64_MAX;
+	int j, n = st ? st->n : 1;
 
-	for (j = 0; j < (st ? st->n : 1); j++) {
+	for (j = 0; j < n; j++) {
 		int b = st ? st->bk[j] : c->wr[i].backend;
+		uint64_t share = sim_config_backend(c, b)->bw / (uint64_t)nwb[b];
 
-		share += sim_config_backend(c, b)->bw / (uint64_t)nwb[b];
+		slowest = share < slowest ? share : slowest;
 	}
-	return share < own ? share : own;
+	/* min(own, slowest x n), without overflowing the product */
+	return slowest > own / (uint64_t)n ? own : slowest * (uint64_t)n;
 }
 
 int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t len)

@@ -53,6 +53,10 @@ struct sim_domain {
 	uint64_t max, high;
 	uint64_t bg, dirty;	    /* bytes, or 0 */
 	unsigned bg_pct, dirty_pct; /* percent, or 0 */
+	/* bg=0 or 0%, dirty=0 or 0%: a ratio of 0, which the engine takes
+	 * (a dirty ratio of 0 is write-through) where it refuses 0 bytes;
+	 * bg_pct and dirty_pct alone could not tell 0 % from "not set". */
+	bool bg_zero, dirty_zero;
 };
 
 struct sim_writer {
@@ -147,10 +151,61 @@ struct sim_result {
 	char io_note[160];     /* file backend: how it wrote (O_DIRECT or why not) */
 };
 
-/* Parsing (args.c). Each returns 0, or -1 with a message in err. */
+/*
+ * The bounds of the command line's values (args.c enforces them; --help, the
+ * man page and docs/simulator.md list them). A value is a decimal number
+ * with an optional fraction: no sign, no exponent, no nan or inf.
+ *
+ * - Sizes: at most SIM_SIZE_MAX, 1P, a thousand times the largest built-in
+ *   write (lustre-1's 1T) and far below 2^53 bytes, where the simulator's
+ *   doubles would start to lose bytes. --memory: at least a page.
+ * - bs= and rpc=: 1 byte to 1G, a buffer and a request the engine takes in
+ *   one piece. A stripe size: 1 byte to 4G (Lustre's largest), so that a
+ *   row of stripes stays far inside 64 bits.
+ * - Times: at most 1 h, 720 times the longest of the scenarios (their 5 s
+ *   commit interval); a run's simulated time has its own bound (check.c).
+ *   commit-interval: at least 1 ms, as each periodic commit is a step of
+ *   the simulation, and a shorter one would outnumber the blocks.
+ * - Rates: 1K/s to 1T/s. Above 1T/s (100 times the fastest scenario's 10.4
+ *   GB/s) a 4K block takes under 4 ns, and the 1 ns clock rounds transfer
+ *   and copy times by a quarter or more; below 1K/s a single 1M block takes
+ *   17 minutes.
+ * - count= of --domain and of --writer: 1 to 100,000, the most the tests
+ *   run (100,000 domains); one --writer makes at most 1,000,000 writers
+ *   (count= in each domain of a group). rpcs=: 1 to 65,536, the largest
+ *   RPC slot table of NFS, which keeps rpcs x rpc far inside 64 bits.
+ * - Percentages: whole numbers from 0 to 100.
+ */
+#define SIM_SIZE_MAX	 (1ull << 50)
+#define SIM_MEMORY_MIN	 4096ull
+#define SIM_BLOCK_MAX	 (1ull << 30)
+#define SIM_STRIPE_MAX	 (4ull << 30)
+#define SIM_TIME_MAX	 (3600ull * 1000000000ull)
+#define SIM_INTERVAL_MIN 1000000ull
+#define SIM_RATE_MIN	 1024ull
+#define SIM_RATE_MAX	 (1ull << 40)
+#define SIM_COUNT_MAX	 100000
+#define SIM_WRITERS_MAX	 1000000
+#define SIM_RPCS_MAX	 65536
+
+/*
+ * Parsing (args.c). Each returns 0, or -1 with a message in err. The value
+ * parsers check their kind's bounds (sizes at most SIM_SIZE_MAX, times at
+ * most SIM_TIME_MAX, rates from SIM_RATE_MIN to SIM_RATE_MAX; sim_parse_uint
+ * from lo to hi); the spec parsers check each key's own and prefix the
+ * message with the option, its argument and the key:
+ * "--domain x,max=abc: max: 'abc' is not a number".
+ */
 int sim_parse_size(const char *s, uint64_t *out, char *err, size_t len);
 int sim_parse_time(const char *s, uint64_t *out, char *err, size_t len);
 int sim_parse_rate(const char *s, uint64_t *out, char *err, size_t len);
+int sim_parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out, char *err, size_t len);
+/* v as a size with the largest unit that divides it ("4K", "1G", "1000")
+ * in buf; buf. */
+const char *sim_size_str(uint64_t v, char *buf, size_t n);
+/* --memory SIZE and --seed N, into c. */
+int sim_parse_memory(const char *s, struct sim_config *c, char *err, size_t len);
+int sim_parse_seed(const char *s, struct sim_config *c, char *err, size_t len);
 int sim_parse_backend(const char *s, struct sim_backend *b, char *err, size_t len);
 int sim_parse_domain(const char *s, struct sim_config *c, char *err, size_t len);
 int sim_parse_writer(const char *s, struct sim_config *c, char *err, size_t len);
@@ -190,6 +245,34 @@ int sim_config_reserve(struct sim_config *c, int ndom, int nwr);
  * message. The runs call it. */
 int sim_result_alloc(struct sim_result *r, const struct sim_config *c, char *err, size_t len);
 void sim_result_free(struct sim_result *r);
+
+/*
+ * What a run costs at least (check.c, which says how each is counted):
+ * its blocks (each writer's bytes / bs), its events (blocks + writers +
+ * domains), the memory of the simulator and the engine, and its simulated
+ * time. 0, or -1 without memory for the estimate.
+ */
+struct sim_cost {
+	double blocks, events, memory_bytes, seconds;
+};
+int sim_cost(const struct sim_config *c, struct sim_cost *k);
+
+/*
+ * The bounds of a run as a whole (check.c says why): at most SIM_EVENTS_MAX
+ * events, SIM_RUN_NS_MAX of simulated time, and half of physical memory.
+ */
+#define SIM_EVENTS_MAX (1ull << 24)
+#define SIM_RUN_NS_MAX (100000ull * 1000000000ull)
+
+/*
+ * Whether c can run: each writer's bs fits under its domains' max and the
+ * engine's memory, and its cost is within the bounds (phys_bytes: the
+ * machine's memory, 0 for no memory bound). 0, or -1 with a message.
+ */
+int sim_config_check(const struct sim_config *c, uint64_t phys_bytes, char *err, size_t len);
+
+/* This machine's physical memory in bytes, or 0 when unknown. */
+uint64_t sim_phys_bytes(void);
 
 /* The simulation (run.c): 0, or -1 with a message (setup failed). */
 int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t len);

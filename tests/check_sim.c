@@ -35,7 +35,7 @@ START_TEST(test_sizes_times_rates)
 	ck_assert_int_eq(sim_parse_size("2TiB", &v, err, sizeof(err)), 0);
 	ck_assert_uint_eq(v, 2ull << 40);
 	ck_assert_int_eq(sim_parse_size("4X", &v, err, sizeof(err)), -1);
-	ck_assert_ptr_nonnull(strstr(err, "suffix"));
+	ck_assert_ptr_nonnull(strstr(err, "unknown unit"));
 	ck_assert_int_eq(sim_parse_size("-1", &v, err, sizeof(err)), -1);
 	ck_assert_int_eq(sim_parse_size("", &v, err, sizeof(err)), -1);
 	ck_assert_int_eq(sim_parse_time("5s", &v, err, sizeof(err)), 0);
@@ -107,6 +107,464 @@ START_TEST(test_specs)
 	ck_assert_int_eq(c.nwr, 2002);
 	sim_config_free(&c);
 	ck_assert_int_eq(c.ndom + c.nwr, 0);
+}
+END_TEST
+
+/*
+ * Every value the parsers refuse, and the message that says so: nan, inf,
+ * negative, an exponent, out of its kind's or its key's bounds. Each spec
+ * parser names its option, its argument and the key ("--domain x,max=abc:
+ * max: "), so that a long command line says which of its values was wrong.
+ */
+START_TEST(test_bad_values)
+{
+	static const struct {
+		char opt; /* d: --domain, w: --writer (in domain d), b: --backend, s: --stripe */
+		const char *spec, *key;
+	} bad[] = {
+		{ 'd', "x,max=abc", "max" },
+		{ 'd', "x,max=nan", "max" },
+		{ 'd', "x,max=inf", "max" },
+		{ 'd', "x,max=-1", "max" },
+		{ 'd', "x,max=1e18", "max" },
+		{ 'd', "x,max=0x10", "max" },
+		{ 'd', "x,max=2P", "max" },
+		{ 'd', "x,max=0", "max" },
+		{ 'd', "x,max=1.", "max" },
+		{ 'd', "x,max=.5G", "max" },
+		{ 'd', "x,high=nan", "high" },
+		{ 'd', "x,bg=nan", "bg" },
+		{ 'd', "x,bg=-1%", "bg" },
+		{ 'd', "x,dirty=inf", "dirty" },
+		{ 'd', "x,dirty=-5%", "dirty" },
+		{ 'd', "x,dirty=101%", "dirty" },
+		{ 'd', "x,dirty=1.5%", "dirty" },
+		{ 'd', "x,dirty=nan%", "dirty" },
+		{ 'd', "x,dirty= 5%", "dirty" },
+		{ 'd', "x,count=1000000", "count" },
+		{ 'd', "x,count=100001", "count" },
+		{ 'd', "x,count=nan", "count" },
+		{ 'd', "x,count=-1", "count" },
+		{ 'd', "x,count=1e3", "count" },
+		{ 'd', "x,count=0", "count" },
+		{ 'w', "d,bytes=nan", "bytes" },
+		{ 'w', "d,bytes=1e18", "bytes" },
+		{ 'w', "d,bytes=-1", "bytes" },
+		{ 'w', "d,bytes=2P", "bytes" },
+		{ 'w', "d,bytes=0", "bytes" },
+		{ 'w', "d,bytes=1M,bs=nan", "bs" },
+		{ 'w', "d,bytes=1M,bs=2G", "bs" },
+		{ 'w', "d,bytes=1M,bs=0", "bs" },
+		{ 'w', "d,bytes=1M,start=nans", "start" },
+		{ 'w', "d,bytes=1M,start=infs", "start" },
+		{ 'w', "d,bytes=1M,start=-1s", "start" },
+		{ 'w', "d,bytes=1M,start=3601s", "start" },
+		{ 'w', "d,bytes=1M,start=5", "start" },
+		{ 'w', "d,bytes=1M,rate=nan/s", "rate" },
+		{ 'w', "d,bytes=1M,rate=0/s", "rate" },
+		{ 'w', "d,bytes=1M,rate=1023/s", "rate" },
+		{ 'w', "d,bytes=1M,rate=2T/s", "rate" },
+		{ 'w', "d,bytes=1M,count=100001", "count" },
+		{ 'w', "d,bytes=1M,count=nan", "count" },
+		{ 'w', "d,bytes=1M,stripe-size=nan", "stripe-size" },
+		{ 'w', "d,bytes=1M,stripe-size=8G", "stripe-size" },
+		{ 'b', "bw=nan/s", "bw" },
+		{ 'b', "bw=inf/s", "bw" },
+		{ 'b', "bw=-1G/s", "bw" },
+		{ 'b', "bw=2T/s", "bw" },
+		{ 'b', "bw=100/s", "bw" },
+		{ 'b', "fast:bw=nan/s", "bw" },
+		{ 'b', "lat=nanms", "lat" },
+		{ 'b', "lat=3601s", "lat" },
+		{ 'b', "rpcs=nan", "rpcs" },
+		{ 'b', "rpcs=0", "rpcs" },
+		{ 'b', "rpcs=-1", "rpcs" },
+		{ 'b', "rpcs=65537", "rpcs" },
+		{ 'b', "rpcs=18446744073709551616", "rpcs" },
+		{ 'b', "rpc=nan", "rpc" },
+		{ 'b', "rpc=0", "rpc" },
+		{ 'b', "rpc=2G", "rpc" },
+		{ 'b', "commit-interval=nans", "commit-interval" },
+		{ 'b', "commit-interval=0s", "commit-interval" },
+		{ 'b', "commit-interval=999us", "commit-interval" },
+		{ 'b', "commit-interval=3601s", "commit-interval" },
+		{ 'b', "commit-lat=nanms", "commit-lat" },
+		{ 'b', "commit-lat=5ms+nan/s", "commit-lat" },
+		{ 'b', "journal=nan", "journal" },
+		{ 'b', "journal=-1", "journal" },
+		{ 'b', "journal=2P", "journal" },
+		{ 's', "a,size=nan", "size" },
+		{ 's', "a,size=0", "size" },
+		{ 's', "a,size=8G", "size" },
+	};
+	static const char *const bad_memory[] = {
+		"nan", "inf", "-1", "0", "4095", "2P", "1e9", ""
+	};
+	static const char *const bad_seed[] = { "nan", "-1", "1.5", "18446744073709551616",
+						"",    "1e3" };
+	struct sim_config c;
+	char err[512], want[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *opt = bad[i].opt == 'd' ? "--domain" :
+				  bad[i].opt == 'w' ? "--writer" :
+				  bad[i].opt == 'b' ? "--backend" :
+						      "--stripe";
+		int rc;
+
+		sim_config_init(&c);
+		ck_assert_int_eq(sim_parse_domain("d", &c, err, sizeof(err)), 0);
+		ck_assert_int_eq(sim_parse_backend_opt("a:bw=1G/s", &c, err, sizeof(err)), 0);
+		err[0] = '\0';
+		rc = bad[i].opt == 'd' ? sim_parse_domain(bad[i].spec, &c, err, sizeof(err)) :
+		     bad[i].opt == 'w' ? sim_parse_writer(bad[i].spec, &c, err, sizeof(err)) :
+		     bad[i].opt == 'b' ? sim_parse_backend_opt(bad[i].spec, &c, err, sizeof(err)) :
+					 sim_parse_stripe(bad[i].spec, &c, err, sizeof(err));
+		snprintf(want, sizeof(want), "%s %s: %s: ", opt, bad[i].spec, bad[i].key);
+		if (rc != -1 || strncmp(err, want, strlen(want)))
+			ck_abort_msg("%s %s: rc %d, message '%s', not '%s...'", opt, bad[i].spec,
+				     rc, err, want);
+		/* Nothing was added: a refused domain or writer is not there. */
+		ck_assert_int_eq(c.ndom, 1);
+		ck_assert_int_eq(c.nwr, 0);
+		sim_config_free(&c);
+	}
+	sim_config_init(&c);
+	for (i = 0; i < sizeof(bad_memory) / sizeof(bad_memory[0]); i++) {
+		ck_assert_int_eq(sim_parse_memory(bad_memory[i], &c, err, sizeof(err)), -1);
+		ck_assert_ptr_nonnull(strstr(err, "--memory: "));
+		ck_assert_uint_eq(c.memory, 64ull << 30);
+	}
+	for (i = 0; i < sizeof(bad_seed) / sizeof(bad_seed[0]); i++) {
+		ck_assert_int_eq(sim_parse_seed(bad_seed[i], &c, err, sizeof(err)), -1);
+		ck_assert_ptr_nonnull(strstr(err, "--seed: "));
+		ck_assert_uint_eq(c.seed, 1);
+	}
+	/* What the messages say, on a few. */
+	ck_assert_int_eq(sim_parse_domain("x,max=abc", &c, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "--domain x,max=abc: max: 'abc' is not a number");
+	ck_assert_int_eq(sim_parse_domain("x,max=nan", &c, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "--domain x,max=nan: max: 'nan' is not a finite number");
+	ck_assert_int_eq(sim_parse_domain("x,max=-1", &c, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "--domain x,max=-1: max: '-1' is negative");
+	ck_assert_int_eq(sim_parse_domain("x,count=1000000", &c, err, sizeof(err)), -1);
+	ck_assert_str_eq(err,
+			 "--domain x,count=1000000: count: '1000000' is out of range: 1 to 100000");
+	ck_assert_int_eq(sim_parse_memory("2P", &c, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "--memory: '2P' is more than 1P");
+	sim_config_free(&c);
+
+	/* The unit parsers alone: their kind's bounds. */
+	{
+		uint64_t v;
+
+		ck_assert_int_eq(sim_parse_size("nan", &v, err, sizeof(err)), -1);
+		ck_assert_int_eq(sim_parse_size("inf", &v, err, sizeof(err)), -1);
+		ck_assert_int_eq(sim_parse_size("1e3", &v, err, sizeof(err)), -1);
+		ck_assert_int_eq(sim_parse_size("1025T", &v, err, sizeof(err)), -1);
+		ck_assert_int_eq(sim_parse_time("nans", &v, err, sizeof(err)), -1);
+		ck_assert_int_eq(sim_parse_time("3601s", &v, err, sizeof(err)), -1);
+		ck_assert_int_eq(sim_parse_rate("nan/s", &v, err, sizeof(err)), -1);
+		ck_assert_int_eq(sim_parse_rate("1023/s", &v, err, sizeof(err)), -1);
+		ck_assert_int_eq(sim_parse_rate("1025G/s", &v, err, sizeof(err)), -1);
+		ck_assert_int_eq(sim_parse_uint("7x", 0, 9, &v, err, sizeof(err)), -1);
+		ck_assert_int_eq(sim_parse_uint("10", 0, 9, &v, err, sizeof(err)), -1);
+	}
+}
+END_TEST
+
+/* The bounds themselves are values: each is taken, as are the forms. */
+START_TEST(test_bounds_taken)
+{
+	struct sim_config c;
+	char err[512];
+	uint64_t v;
+
+	ck_assert_int_eq(sim_parse_size("1P", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, SIM_SIZE_MAX);
+	ck_assert_int_eq(sim_parse_size("1024T", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, SIM_SIZE_MAX);
+	ck_assert_int_eq(sim_parse_size("4KiB", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, 4096);
+	ck_assert_int_eq(sim_parse_size("0", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, 0);
+	ck_assert_int_eq(sim_parse_time("3600s", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, SIM_TIME_MAX);
+	ck_assert_int_eq(sim_parse_time("0.5ms", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, 500000);
+	ck_assert_int_eq(sim_parse_rate("1K/s", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, SIM_RATE_MIN);
+	ck_assert_int_eq(sim_parse_rate("1T/s", &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, SIM_RATE_MAX);
+	ck_assert_int_eq(
+		sim_parse_uint("18446744073709551615", 0, UINT64_MAX, &v, err, sizeof(err)), 0);
+	ck_assert_uint_eq(v, UINT64_MAX);
+
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_memory("4K", &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.memory, SIM_MEMORY_MIN);
+	ck_assert_int_eq(sim_parse_memory("1P", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_seed("18446744073709551615", &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.seed, UINT64_MAX);
+	ck_assert_int_eq(sim_parse_backend("bw=1T/s,lat=0ns,rpcs=65536,rpc=1G,commit-interval=1ms,"
+					   "commit-lat=3600s+1K/s,journal=0",
+					   &c.backend, err, sizeof(err)),
+			 0);
+	ck_assert_uint_eq(c.backend.rpcs, SIM_RPCS_MAX);
+	ck_assert_uint_eq(c.backend.commit_interval, SIM_INTERVAL_MIN);
+	ck_assert_int_eq(sim_parse_domain("d,max=1P,high=1,bg=0%,dirty=100%", &c, err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(sim_parse_domain("g,count=100000,max=1", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(c.ndom, 1 + SIM_COUNT_MAX);
+	ck_assert_int_eq(sim_parse_writer("d,bytes=1P,bs=1G,start=3600s,rate=1T/s,count=100000", &c,
+					  err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(c.nwr, SIM_COUNT_MAX);
+	/* 10 writers in each of 100,000 domains: 1,000,000, at most at once. */
+	ck_assert_int_eq(sim_parse_writer("g,bytes=1,count=10", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("g,bytes=1,count=11", &c, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "at most 1000000"));
+	sim_config_free(&c);
+}
+END_TEST
+
+static void invariants(const struct sim_config *c, const struct sim_result *r);
+
+/*
+ * bg=0 and dirty=0 are ratios of 0, as 0% is: the engine takes no threshold
+ * of 0 bytes, and a dirty ratio of 0 is its write-through (a commit per
+ * block, here), where "not set" would have left the default 20 %.
+ */
+START_TEST(test_zero_thresholds)
+{
+	struct us_engine_options opts;
+	struct sim_config c;
+	struct sim_result r = { 0 };
+	us_engine *e;
+	us_domain *dom[4];
+	uint64_t v;
+	char err[256];
+	int i;
+
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_domain("a,dirty=0", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_domain("b,dirty=0%,bg=0", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_domain("c,dirty=10%,bg=0%", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_domain("d,dirty=0,dirty=32M", &c, err, sizeof(err)), 0);
+	ck_assert(c.dom[0].dirty_zero && c.dom[1].dirty_zero && !c.dom[2].dirty_zero);
+	ck_assert(!c.dom[0].bg_zero && c.dom[1].bg_zero && c.dom[2].bg_zero);
+	/* The last one given stays, as on the engine. */
+	ck_assert(!c.dom[3].dirty_zero);
+	ck_assert_uint_eq(c.dom[3].dirty, 32 * MIB);
+
+	us_engine_options_init(&opts);
+	opts.clock = US_CLOCK_VIRTUAL;
+	ck_assert_int_eq(us_engine_create(&opts, &e), 0);
+	ck_assert_int_eq(sim_domains_create(e, &c, dom, err, sizeof(err)), 0);
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(us_domain_get_limit(dom[i], US_LIMIT_DIRTY_RATIO, &v), 0);
+		ck_assert_uint_eq(v, 0);
+		ck_assert_int_eq(us_domain_get_limit(dom[i], US_LIMIT_DIRTY_BYTES, &v), 0);
+		ck_assert_uint_eq(v, 0);
+	}
+	ck_assert_int_eq(us_domain_get_limit(dom[1], US_LIMIT_DIRTY_BG_RATIO, &v), 0);
+	ck_assert_uint_eq(v, 0);
+	ck_assert_int_eq(us_domain_get_limit(dom[2], US_LIMIT_DIRTY_RATIO, &v), 0);
+	ck_assert_uint_eq(v, 10);
+	ck_assert_int_eq(us_domain_get_limit(dom[3], US_LIMIT_DIRTY_BYTES, &v), 0);
+	ck_assert_uint_eq(v, 32 * MIB);
+	for (i = 3; i >= 0; i--)
+		ck_assert_int_eq(us_domain_destroy(dom[i]), 0);
+	ck_assert_int_eq(us_engine_destroy(e), 0);
+	sim_config_free(&c);
+
+	/* Write-through: every block of 16 is written back and committed
+	 * before the next is dirtied, nothing lost. */
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_domain("a,max=16M,dirty=0", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("a,bytes=16M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	invariants(&c, &r);
+	ck_assert_uint_ge(r.server_commits, 16);
+	sim_result_free(&r);
+	sim_config_free(&c);
+}
+END_TEST
+
+/* A config of the shape of a scenario: n writers of bytes in their own
+ * domains of max (0: unlimited), on the default backend given. */
+static void shape(struct sim_config *c, const char *backend, uint64_t memory, int n,
+		  const char *writer)
+{
+	char err[256], spec[64];
+	int i;
+
+	sim_config_init(c);
+	c->memory = memory;
+	if (backend)
+		ck_assert_int_eq(sim_parse_backend(backend, &c->backend, err, sizeof(err)), 0);
+	for (i = 0; i < n; i++) {
+		snprintf(spec, sizeof(spec), "d%d", i);
+		ck_assert_int_eq(sim_parse_domain(spec, c, err, sizeof(err)), 0);
+		snprintf(spec, sizeof(spec), "d%d,%s", i, writer);
+		ck_assert_int_eq(sim_parse_writer(spec, c, err, sizeof(err)), 0);
+	}
+}
+
+static void check_ok(const struct sim_config *c, const char *what)
+{
+	struct sim_cost k;
+	char err[512];
+
+	ck_assert_int_eq(sim_cost(c, &k), 0);
+	fprintf(stderr, "sim cost, %s: %.0f blocks, %.0f events, %.1f MiB, %.0f s\n", what,
+		k.blocks, k.events, k.memory_bytes / MIB, k.seconds);
+	if (sim_config_check(c, 4ull << 30, err, sizeof(err)))
+		ck_abort_msg("%s refused: %s", what, err);
+}
+
+/*
+ * A run as a whole (check.c): a writer's bs must fit under every max above
+ * it and the memory; its cost must be within the bounds. The largest runs
+ * of the built-in scenarios, and 100,000 domains writing twice their 16M,
+ * pass on a machine of 4 GiB; what would not finish, or not fit, does not.
+ */
+START_TEST(test_run_check)
+{
+	struct sim_config c;
+	struct sim_cost k;
+	char err[512];
+
+	/* bs over a max: the domain's, an ancestor's, the engine's memory. */
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_domain("p,max=1M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_domain("a,parent=p,max=4M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_domain("b,max=8M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("a,bytes=8M,bs=1M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("a,bytes=8M,bs=2M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "writer 1 (domain a): bs=2M is more than max=1M of domain p: no "
+			      "block of it could ever be charged");
+	c.nwr = 1;
+	ck_assert_int_eq(sim_parse_writer("b,bytes=8M,bs=16M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "max=8M of domain b"));
+	c.nwr = 1;
+	c.memory = 512 << 10;
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "--memory 512K"));
+	sim_config_free(&c);
+
+	/* Too many blocks: 100T in 1M blocks; 16T is 2^24 + 2 events. */
+	shape(&c, NULL, 64ull << 30, 1, "bytes=100T");
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "104857600 blocks"));
+	sim_config_free(&c);
+	shape(&c, NULL, 64ull << 30, 1, "bytes=16T");
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	sim_config_free(&c);
+	shape(&c, NULL, 64ull << 30, 1, "bytes=16T,bs=2M");
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), 0);
+	sim_config_free(&c);
+
+	/* Too long: 1G at 1K/s; or at a writer's own 1K/s; or after its start. */
+	shape(&c, "bw=1K/s", 64ull << 30, 1, "bytes=1G");
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "1048576 s of simulated time"));
+	sim_config_free(&c);
+	shape(&c, NULL, 64ull << 30, 1, "bytes=1G,rate=1K/s");
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	sim_config_free(&c);
+	shape(&c, "bw=1K/s,commit-lat=1ms+1T/s", 64ull << 30, 1, "bytes=64M");
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), 0);
+	sim_config_free(&c);
+	shape(&c, "commit-lat=1ms+1K/s", 64ull << 30, 1, "bytes=1G");
+	ck_assert_int_eq(sim_config_check(&c, 0, err, sizeof(err)), -1);
+	sim_config_free(&c);
+
+	/* Too large: 4G in 4K blocks is 1M blocks, 1M buffers kept. */
+	shape(&c, NULL, 64ull << 30, 1, "bytes=4G,bs=4K");
+	ck_assert_int_eq(sim_cost(&c, &k), 0);
+	ck_assert_double_eq(k.blocks, 1 << 20);
+	ck_assert_double_ge(k.memory_bytes, 180.0 * MIB);
+	ck_assert_int_eq(sim_config_check(&c, 256 * MIB, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "more than half of this machine's 0.2 GiB"));
+	ck_assert_int_eq(sim_config_check(&c, 1ull << 30, err, sizeof(err)), 0);
+	sim_config_free(&c);
+
+	/* The scenarios' largest runs (sim/main.c): lustre-1's 1T, lustre-3's
+	 * eight, lustre-4's two of 128G, memcg's 1000M in 64K blocks,
+	 * lustre-striped's eight over 16 OSTs, two-backends. */
+	{
+		static const char lustre[] = "bw=10400000000/s,lat=1ms,rpcs=8,rpc=4M,"
+					     "commit-interval=5s,commit-lat=50ms,journal=16G";
+		char spec[128], list[200] = "";
+		int i;
+
+		shape(&c, lustre, 512ull << 30, 1, "bytes=1T,rate=2200000000/s");
+		check_ok(&c, "lustre-1 1T");
+		sim_config_free(&c);
+		shape(&c, lustre, 512ull << 30, 8, "bytes=16G,rate=2200000000/s");
+		for (i = 0; i < 8; i++)
+			c.dom[i].max = 8ull << 30;
+		check_ok(&c, "lustre-3");
+		sim_config_free(&c);
+		shape(&c, lustre, 512ull << 30, 2, "bytes=128G,rate=2200000000/s");
+		check_ok(&c, "lustre-4");
+		sim_config_free(&c);
+		shape(&c, "bw=40000000/s,rpc=1M,journal=128M", 4ull << 30, 1,
+		      "bytes=1048576000,bs=64K");
+		check_ok(&c, "memcg");
+		sim_config_free(&c);
+
+		sim_config_init(&c);
+		c.memory = 512ull << 30;
+		for (i = 0; i < 16; i++) {
+			snprintf(spec, sizeof(spec),
+				 "ost%d:bw=650000000/s,lat=1ms,rpcs=8,rpc=4M,commit-interval=5s,"
+				 "commit-lat=50ms,journal=1G",
+				 i);
+			ck_assert_int_eq(sim_parse_backend_opt(spec, &c, err, sizeof(err)), 0);
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%sost%d",
+				 i ? "," : "", i);
+		}
+		strcat(list, ",size=1M");
+		ck_assert_int_eq(sim_parse_stripe(list, &c, err, sizeof(err)), 0);
+		ck_assert_int_eq(sim_parse_domain("memcg,count=8,max=1G", &c, err, sizeof(err)), 0);
+		ck_assert_int_eq(
+			sim_parse_writer("memcg,bytes=16G,rate=2200000000/s", &c, err, sizeof(err)),
+			0);
+		check_ok(&c, "lustre-striped 8 x 16 OSTs");
+		sim_config_free(&c);
+
+		sim_config_init(&c);
+		c.memory = 4ull << 30;
+		ck_assert_int_eq(sim_parse_backend_opt("fast:bw=1G/s", &c, err, sizeof(err)), 0);
+		ck_assert_int_eq(sim_parse_backend_opt("slow:bw=100M/s", &c, err, sizeof(err)), 0);
+		ck_assert_int_eq(sim_parse_domain("FS,max=512M", &c, err, sizeof(err)), 0);
+		ck_assert_int_eq(sim_parse_writer("FS,bytes=4G,backend=fast", &c, err, sizeof(err)),
+				 0);
+		ck_assert_int_eq(sim_parse_writer("FS,bytes=1G,backend=slow", &c, err, sizeof(err)),
+				 0);
+		check_ok(&c, "two-backends");
+		sim_config_free(&c);
+	}
+
+	/* Many domains writing twice their max: 20,000, and 100,000. */
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_domain("d,count=20000,max=16M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("d,bytes=32M", &c, err, sizeof(err)), 0);
+	check_ok(&c, "20,000 domains");
+	sim_config_free(&c);
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_domain("d,count=100000,max=16M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("d,bytes=32M", &c, err, sizeof(err)), 0);
+	check_ok(&c, "100,000 domains");
+	ck_assert_int_eq(sim_cost(&c, &k), 0);
+	ck_assert_double_eq(k.events, 3400000);
+	sim_config_free(&c);
 }
 END_TEST
 
@@ -854,6 +1312,10 @@ int main(void)
 
 	tcase_add_test(tc, test_sizes_times_rates);
 	tcase_add_test(tc, test_specs);
+	tcase_add_test(tc, test_bad_values);
+	tcase_add_test(tc, test_bounds_taken);
+	tcase_add_test(tc, test_zero_thresholds);
+	tcase_add_test(tc, test_run_check);
 	tcase_add_test(tc, test_srv_periodic);
 	tcase_add_test(tc, test_srv_journal_full);
 	tcase_add_test(tc, test_srv_sync_in_flight);

@@ -347,6 +347,48 @@ START_TEST(test_two_backends_run)
 }
 END_TEST
 
+/*
+ * A striped writer's ceiling: a round robin sends each backend of its
+ * stripe the same bytes, so it goes no faster than the stripe count times
+ * its share of the slowest, not the sum of its shares (1.1 GiB/s here).
+ */
+START_TEST(test_striped_ceiling)
+{
+	struct sim_config c;
+	struct sim_result r = { 0 };
+	char err[160];
+
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_backend_opt("f:bw=1G/s", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_backend_opt("s:bw=100M/s", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_domain("d,max=16M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("d,bytes=16M,stripe=f+s", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	no_loss(&c, &r);
+	ck_assert_uint_eq(r.wr[0].ceiling, 2 * 100 * MIB);
+	sim_config_free(&c);
+
+	/* Shares: two equal backends, a striped writer over both and one more
+	 * writer on the first. The stripe's slowest share is half of a's. */
+	sim_config_init(&c);
+	ck_assert_int_eq(sim_parse_backend_opt("a:bw=1G/s", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_backend_opt("b:bw=1G/s", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_domain("d,max=16M", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("d,bytes=16M,stripe=a+b", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_parse_writer("d,bytes=16M,backend=a", &c, err, sizeof(err)), 0);
+	/* Its own speed caps it still. */
+	ck_assert_int_eq(
+		sim_parse_writer("d,bytes=16M,stripe=a+b,rate=100M/s", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sim_run(&c, &r, err, sizeof(err)), 0);
+	no_loss(&c, &r);
+	ck_assert_uint_eq(r.wr[0].ceiling, 2 * ((1ull << 30) / 3));
+	ck_assert_uint_eq(r.wr[1].ceiling, (1ull << 30) / 3);
+	ck_assert_uint_eq(r.wr[2].ceiling, 100 * MIB);
+	sim_result_free(&r);
+	sim_config_free(&c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("sim_backends");
@@ -360,6 +402,7 @@ int main(void)
 	tcase_add_test(tc, test_names_index);
 	tcase_add_test(tc, test_striped_run);
 	tcase_add_test(tc, test_two_backends_run);
+	tcase_add_test(tc, test_striped_ceiling);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

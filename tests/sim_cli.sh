@@ -16,6 +16,108 @@ expect() {
 	fi
 }
 
+# A bad command line: exit 2 and two lines on stderr, the error (each
+# value's naming its option, its argument and its key) and a hint.
+one_error() {
+	want=$1
+	shift
+	err=$("$sim" "$@" 2>&1 >/dev/null)
+	rc=$?
+	first=$(printf '%s\n' "$err" | sed -n 1p)
+	if [ "$rc" -ne 2 ] || [ "$(printf '%s\n' "$err" | wc -l)" -ne 2 ] ||
+		[ "$(printf '%s\n' "$err" | sed -n 2p)" != "try unstable-sim --help" ]; then
+		echo "FAIL: unstable-sim $*: exit $rc, not one error line and the hint: $err"
+		fail=1
+	fi
+	case $first in
+	"unstable-sim: $want"*) ;;
+	*)
+		echo "FAIL: unstable-sim $*: '$first' does not start with 'unstable-sim: $want'"
+		fail=1
+		;;
+	esac
+}
+
+one_error "unknown option '--bogus'" --bogus
+one_error "unknown option '-x'" -x
+one_error "unknown option '-j'" --json -jh
+one_error "--memory requires an argument" --memory
+one_error "--json takes no argument" --json=1
+one_error "unexpected argument 'extra'" --domain a --writer a,bytes=1M extra
+one_error "--domain x,max=abc: max: " --domain x,max=abc
+one_error "--domain x,max=nan: max: " --domain x,max=nan
+one_error "--domain x,dirty=-5%: dirty: " --domain x,dirty=-5%
+one_error "--domain d,count=1000000: count: " --domain d,count=1000000 --writer d,bytes=1M
+one_error "--backend bw=nan/s: bw: " --backend bw=nan/s --domain a --writer a,bytes=1M
+one_error "--backend f:rpcs=-1: rpcs: " --backend f:rpcs=-1
+one_error "--writer a,bytes=nan: bytes: " --domain a --writer a,bytes=nan
+one_error "--writer a,bytes=1e18: bytes: " --domain a --writer a,bytes=1e18
+one_error "--writer a,bytes=1M,start=nans: start: " --domain a --writer a,bytes=1M,start=nans
+one_error "--writer a,bytes=1M,bs=2G: bs: " --domain a --writer a,bytes=1M,bs=2G
+one_error "--memory: '0' is out of range" --memory 0
+one_error "--seed: '-1' is negative" --seed -1
+one_error "--policy: 'sloppy'" --policy sloppy
+one_error "--scenario: 'x'" --scenario x
+# A writer's bs over its domain's max, an ancestor's or the memory: no block
+# could ever be charged (it ended in ENOMEM, with exit 0).
+one_error "writer 0 (domain a): bs=2M is more than max=1M of domain a" \
+	--domain a,max=1M --writer a,bytes=8M,bs=2M
+one_error "writer 0 (domain a): bs=2M is more than max=1M of domain p" \
+	--domain p,max=1M --domain a,parent=p --writer a,bytes=8M,bs=2M
+one_error "writer 0 (domain a): bs=2M is more than the engine's memory" \
+	--memory 1M --domain a --writer a,bytes=8M,bs=2M
+# A run that would not finish: too many blocks, or too long a simulated time
+# (100T ran 200 s of CPU, 1G at 1K/s would run for hours).
+one_error "this run is 104857600 blocks" --domain a --writer a,bytes=100T
+one_error "this run lasts 1048576 s of simulated time" \
+	--backend bw=1K/s --domain a --writer a,bytes=1G
+# -h is --help; --version prints the library's.
+if [ "$("$sim" -h)" != "$("$sim" --help)" ] || ! "$sim" -h | grep -q '^usage: unstable-sim'; then
+	echo "FAIL: -h is not --help"
+	fail=1
+fi
+if ! "$sim" --version | grep -Eqx 'unstable-sim [0-9]+\.[0-9]+\.[0-9]+'; then
+	echo "FAIL: --version: $("$sim" --version 2>&1)"
+	fail=1
+fi
+# dirty=0 is write-through: a commit per block (the default 20 % gave 9).
+out=$("$sim" --domain a,max=16M,dirty=0 --writer a,bytes=64M)
+asked=$(printf '%s\n' "$out" | sed -n 's/^Jain index .*; \([0-9]*\) commits asked.*/\1/p')
+if [ -z "$asked" ] || [ "$asked" -lt 64 ] ||
+	! printf '%s\n' "$out" | grep -q 'ENOMEM 0, .*lost 0 bytes'; then
+	echo "FAIL: dirty=0: $asked commits asked: $out"
+	fail=1
+fi
+# The backend line names the backends the writers used, each with its
+# bandwidth (not the default's when they used named ones).
+out=$("$sim" --backend f:bw=1G/s --backend s:bw=100M/s --domain a,max=64M \
+	--writer a,bytes=64M,backend=f --writer a,bytes=16M,backend=s)
+case $out in
+*'backends: f 1073.7 MB/s, s 104.9 MB/s (1178.6 MB/s in all); '*) ;;
+*)
+	echo "FAIL: backend line of f and s: $out"
+	fail=1
+	;;
+esac
+out=$("$sim" --backend s:bw=100M/s --domain a,max=64M --writer a,bytes=16M,backend=s)
+case $out in
+*'backend: s 104.9 MB/s; '*) ;;
+*)
+	echo "FAIL: backend line of s: $out"
+	fail=1
+	;;
+esac
+# A striped writer's ceiling: the stripe count times its share of the
+# slowest backend (2 x 100 MiB/s), not the sum of its shares.
+out=$("$sim" --json --backend f:bw=1G/s --backend s:bw=100M/s --domain a,max=64M \
+	--writer a,bytes=64M,stripe=f+s)
+case $out in
+*'"ceiling":209715200,'*) ;;
+*)
+	echo "FAIL: striped ceiling: $out"
+	fail=1
+	;;
+esac
 expect 2 --bogus
 expect 2 --policy sloppy
 expect 0 --policy naive --domain a,max=16M --writer a,bytes=48M
@@ -185,7 +287,9 @@ if [ -z "$tp" ] || [ "$tp" -le $((300 * 1048576)) ]; then
 else
 	echo "striped over 4 OSTs of 100 MiB/s: $tp B/s"
 fi
-for sc in lustre-striped two-backends; do
+# Every built-in scenario is within the bounds of a run (seeds: the five of
+# lustre-1 .. lustre-4 and memcg).
+for sc in seeds lustre-striped two-backends; do
 	# a figure marked '!' (ENOMEM, lost bytes, a crossed max) fails
 	out=$("$sim" --scenario $sc) || out="exit $?: $out"
 	if printf '%s\n' "$out" | grep -v "marks" | grep -Eq '[0-9]!|ENOMEM|^exit'; then
