@@ -99,6 +99,13 @@ enum us_lock_rank {
 	US_LOCK_THREADS = 2,
 };
 
+/* A branch the hot path does not take: its code is laid out of the way. */
+#if defined(__GNUC__)
+#define us_unlikely(x) __builtin_expect(!!(x), 0)
+#else
+#define us_unlikely(x) (x)
+#endif
+
 #define us_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* ------------------------------------------------------------------------ */

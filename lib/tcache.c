@@ -23,6 +23,16 @@
  * and pure bookkeeping that no queued buffer can affect drains nothing
  * (us__lock_nodrain()).
  *
+ * Rewriting a buffer already DIRTY takes neither the lock nor, for most
+ * threads, a fence: the flusher issues the barrier instead (the contract is
+ * in buf.c, above us_buf_dirty()). The bookkeeping for it is here: a cache
+ * whose thread skips the fence has nofence set to its engine, and is
+ * counted in the engine's nofence_caches, under the engine lock before the
+ * thread can use it; only in a process registered for the expedited
+ * private membarrier. A flusher issues the barrier after a collection and
+ * before the callback reads the data, when a cache of another thread skips
+ * the fence and no completed barrier covers the collection yet.
+ *
  * Lifetimes: a cache is linked into its engine (under the engine lock) and
  * into its thread's list (thread-local). The thread frees it, at exit or on
  * its next lookup after the engine is gone; the engine only unlinks it and
