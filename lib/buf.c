@@ -544,23 +544,61 @@ int us_buf_put(us_buf *b)
  * and reading a stale CLEAN only queues a buffer that the drain then finds
  * already dirty. The common case (credit in hand, room in the segment) is
  * written out in us_buf_dirty() itself, a leaf without a stack frame; all
- * else goes to dirty_slow().
+ * else goes to us__dirty_slow().
  *
  * Rewriting a buffer already dirty pins nothing new, so it is neither
  * throttled nor locked (as in Linux, only newly dirtied pages are
- * balanced). Returning without doing anything is the one decision that must
- * not read stale state: the caller's data stores could still sit in its
- * store buffer while a flusher moves the buffer to WRITEBACK and copies the
- * old bytes, and the new ones would never be written. Hence the full fence
- * between the caller's stores and the loads that allow it, paired with the
- * engine lock the flusher releases before its callback reads the data. It
- * is skipped when the buffer is DIRTY, or queued by this very thread and
- * not drained yet (its entry is published, so the next lock sees it).
+ * balanced). Returning without doing anything, when the buffer is DIRTY or
+ * queued by this very thread and not drained yet (its entry is published,
+ * so the next lock sees it), is the one decision that must not read stale
+ * state. The writer stores its data, then loads state and lf_tag; a flusher
+ * stores them (the drain clears lf_tag, the collection sets WRITEBACK, under
+ * the lock), then its callback loads the data. Store then load on both
+ * sides: unless each side has a full barrier between the two, both can read
+ * the old values, the writer DIRTY and the flusher the old bytes, which it
+ * writes and then cleans the buffer: the new bytes are lost.
+ *
+ * The barrier is asymmetric, paid by the flusher, not by every write:
+ *
+ *  1. Writer: a compiler barrier between the caller's stores and its loads
+ *     of state and lf_tag, nothing else, when its thread's cache (the one
+ *     in its fast slot) has nofence set to b's engine. It keeps a compiler
+ *     that inlines this call (LTO) from moving the stores after the loads;
+ *     the hardware ordering is the kernel's guarantee in 2, which the C11
+ *     model has no word for.
+ *  2. Flusher: every path that moves DIRTY -> WRITEBACK collects with
+ *     us__flush_collect() (the poll, a sync's step, reclaim,
+ *     us_object_flush()) and hands the data over with us__flush_issue(),
+ *     which, after the collection and before the first callback of the
+ *     batch, issues membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED): every
+ *     thread of the process executes a full memory barrier before it
+ *     returns. For each writer that barrier falls either after its data
+ *     stores, which the callback then reads, or before its loads, which
+ *     then see WRITEBACK or a cleared tag and take the locked path (a
+ *     rewrite during writeback is flagged REDIRTIED and written again).
+ *  3. The flusher needs it only if some thread other than itself may have
+ *     rewritten so: the caches with nofence set are counted in the
+ *     engine's nofence_caches, under the lock, before their thread can
+ *     skip a fence, so a single-threaded program never makes the call.
+ *     One barrier covers every collection before it (wb_moves, wb_fenced):
+ *     a poll's batches share one.
+ *  4. nofence is set only in a process registered with
+ *     MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED (once per process, on the
+ *     first cache). A thread without a cache, one whose fast slot holds
+ *     its cache for another engine, and every thread where registration
+ *     failed (a kernel before 4.14, a seccomp filter) take us__dirty_slow()
+ *     and its seq_cst fence, which pairs with the seq_cst fence the flusher
+ *     issues before each callback, after the unlock that follows the
+ *     collection.
+ *  5. A barrier refused after registration (a seccomp filter on the
+ *     command) clears nofence on the engine's caches, so their writers
+ *     fence from then on, and the batch is written again after this write.
  *
  * The thread's cache is the one it used last, whichever engine that was:
  * its credit names a domain and that domain's generation, unique in the
  * process, so credit for another engine's domain never matches, and its
- * tag is unique too.
+ * tag is unique too; its nofence names its engine, cleared before that
+ * engine goes.
  */
 #if defined(__GNUC__)
 int us__dirty_slow(us_buf *b, uint64_t *pause_ns) __attribute__((noinline));
@@ -574,19 +612,25 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 	uint64_t tail;
 	us_domain *d;
 	int64_t credit;
+	uint32_t tag;
 	unsigned i;
+	uint8_t s;
 
-	if (!b || !tc || atomic_load_explicit(&b->refs, memory_order_relaxed) == 0 ||
-	    atomic_load_explicit(&b->state, memory_order_relaxed) != US_BUF_CLEAN ||
-	    atomic_load_explicit(&b->lf_tag, memory_order_relaxed) == tc->tag)
+	/* The caller's data stores stay before the loads below (1 above). */
+	atomic_signal_fence(memory_order_seq_cst);
+	if (!b || !tc || atomic_load_explicit(&b->refs, memory_order_relaxed) == 0)
 		goto slow;
+	s = atomic_load_explicit(&b->state, memory_order_relaxed);
+	tag = atomic_load_explicit(&b->lf_tag, memory_order_relaxed);
+	if (s != US_BUF_CLEAN || tag == tc->tag)
+		goto rewrite;
 	d = b->obj->domain;
 	credit = atomic_load_explicit(&tc->credit, memory_order_relaxed) - (int64_t)b->length;
 	i = tc->pidx;
 	tail = atomic_load_explicit(&tc->tail, memory_order_relaxed);
-	if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d ||
-	    tc->gen != atomic_load_explicit(&d->credit_gen, memory_order_relaxed) || credit < 0 ||
-	    i == US_TC_SEG || tail - tc->head_cache >= US_TC_MAX_QUEUED)
+	if (us_unlikely(atomic_load_explicit(&tc->dom, memory_order_relaxed) != d ||
+			tc->gen != atomic_load_explicit(&d->credit_gen, memory_order_relaxed) ||
+			credit < 0 || i == US_TC_SEG || tail - tc->head_cache >= US_TC_MAX_QUEUED))
 		goto slow;
 	if (pause_ns)
 		*pause_ns = 0;
@@ -596,6 +640,13 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 	atomic_store_explicit(&tc->credit, credit, memory_order_relaxed);
 	atomic_store_explicit(&tc->tail, tail + 1, memory_order_release);
 	return 0;
+rewrite:
+	if ((s == US_BUF_DIRTY || tag == tc->tag) &&
+	    atomic_load_explicit(&tc->nofence, memory_order_relaxed) == b->obj->engine) {
+		if (pause_ns)
+			*pause_ns = 0;
+		return 0;
+	}
 slow:
 	return us__dirty_slow(b, pause_ns);
 }
@@ -620,6 +671,7 @@ int us__dirty_slow(us_buf *b, uint64_t *pause_ns)
 				*pause_ns = 0;
 			return 0;
 		}
+		/* The writer's full barrier (4 above). */
 		atomic_thread_fence(memory_order_seq_cst);
 		s = atomic_load_explicit(&b->state, memory_order_relaxed);
 		tag = atomic_load_explicit(&b->lf_tag, memory_order_relaxed);

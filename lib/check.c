@@ -297,6 +297,31 @@ static void check_samples(struct ctx *c, us_engine *e)
 		     (unsigned long long)n, (unsigned long long)nwbs);
 }
 
+/* The writer caches' marks for rewrites without a fence (tcache.c): the
+ * engine counts those that name it, none names another, and no barrier
+ * covers more collections than there were. */
+static void check_nofence(struct ctx *c, us_engine *e)
+{
+	struct us_list *pos;
+	unsigned n = 0;
+
+	us_list_for_each (pos, &e->tcaches) {
+		struct us_tcache *tc = us_container_of(pos, struct us_tcache, link);
+		us_engine *x = atomic_load_explicit(&tc->nofence, memory_order_relaxed);
+
+		if (x && x != e)
+			fail(c, "writer cache %p: marked for another engine", (void *)tc);
+		n += x == e;
+	}
+	if (n != e->nofence_caches)
+		fail(c, "%u writer caches rewrite without a fence, %u counted", n,
+		     e->nofence_caches);
+	if (atomic_load_explicit(&e->wb_fenced, memory_order_relaxed) > e->wb_moves)
+		fail(c, "barriers cover %llu collections of %llu",
+		     (unsigned long long)atomic_load(&e->wb_fenced),
+		     (unsigned long long)e->wb_moves);
+}
+
 int us_engine_check(us_engine *e, char *msg, size_t len)
 {
 	struct ctx c = { msg, len, 0, 0 };
@@ -390,6 +415,7 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 			     (void *)bk);
 	}
 	check_samples(&c, e);
+	check_nofence(&c, e);
 	if (!c.rc) {
 		uint64_t n = 0;
 

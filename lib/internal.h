@@ -99,6 +99,13 @@ enum us_lock_rank {
 	US_LOCK_THREADS = 2,
 };
 
+/* A branch the hot path does not take: its code is laid out of the way. */
+#if defined(__GNUC__)
+#define us_unlikely(x) __builtin_expect(!!(x), 0)
+#else
+#define us_unlikely(x) (x)
+#endif
+
 #define us_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* ------------------------------------------------------------------------ */
@@ -479,10 +486,14 @@ struct us_tcache {
 	_Atomic int64_t credit;	  /* unspent bytes, counted in dom's granted */
 	uint64_t gen;		  /* dom->credit_gen when granted */
 	uint32_t tag;		  /* unique, non-zero: us_buf.lf_tag */
-	_Atomic uint64_t tail;	  /* entries queued, ever (release) */
-	struct us_tcseg *pseg;	  /* producer's segment */
 	unsigned pidx;
-	uint64_t head_cache;	/* the owner's copy of head_pub */
+	_Atomic uint64_t tail; /* entries queued, ever (release) */
+	struct us_tcseg *pseg; /* producer's segment */
+	uint64_t head_cache;   /* the owner's copy of head_pub */
+	/* Its engine while its thread may rewrite that engine's buffers
+	 * without a fence (the engine's flushers issue the barrier: tcache.c),
+	 * else NULL. Written under the engine lock, read by the owner. */
+	_Atomic(us_engine *) nofence;
 	struct us_tcseg *pfree; /* the owner's spare segments */
 	/* Consumer side, under the engine lock. */
 	_Alignas(64) _Atomic uint64_t head_pub; /* entries drained, ever (release) */
@@ -550,6 +561,12 @@ struct us_engine {
 	uint32_t wb_gen;
 	/* Writer caches (struct us_tcache.link), drained by every lock. */
 	struct us_list tcaches;
+	/* Rewrites without a fence (tcache.c): the caches whose thread makes
+	 * them, the collections that moved buffers to WRITEBACK, ever, and
+	 * how many of those a completed barrier covers. */
+	unsigned nofence_caches;
+	uint64_t wb_moves;
+	_Atomic uint64_t wb_fenced;
 	/* Syncs running (sync.c), the count of CLEAN -> DIRTY transitions,
 	 * and the sync of a polled shutdown. */
 	struct us_list syncs;
@@ -707,6 +724,15 @@ void us__tcache_drain_domain(us_engine *e, us_domain *d);
 void us__tcache_return(struct us_tcache *tc);
 void us__tcache_forget_domain(us_engine *e, us_domain *d);
 void us__tcache_engine_fini(us_engine *e);
+/*
+ * The flusher's half of the rewrites without a fence (tcache.c, buf.c).
+ * Under the engine lock, after buffers were moved to WRITEBACK: the count
+ * of collections a barrier must cover before a callback reads their data,
+ * or 0 when none is needed. Then, without the lock, the barrier; false if
+ * the kernel refused it (the fence is back on for e's writers).
+ */
+uint64_t us__rewrite_barrier_due(us_engine *e);
+bool us__rewrite_barrier(us_engine *e, uint64_t moves);
 /* buf.c: applies one queued lock-free dirtying. */
 void us__drain_buf(us_engine *e, us_buf *b);
 

@@ -23,6 +23,16 @@
  * and pure bookkeeping that no queued buffer can affect drains nothing
  * (us__lock_nodrain()).
  *
+ * Rewriting a buffer already DIRTY takes neither the lock nor, for most
+ * threads, a fence: the flusher issues the barrier instead (the contract is
+ * in buf.c, above us_buf_dirty()). The bookkeeping for it is here: a cache
+ * whose thread skips the fence has nofence set to its engine, and is
+ * counted in the engine's nofence_caches, under the engine lock before the
+ * thread can use it; only in a process registered for the expedited
+ * private membarrier. A flusher issues the barrier after a collection and
+ * before the callback reads the data, when a cache of another thread skips
+ * the fence and no completed barrier covers the collection yet.
+ *
  * Lifetimes: a cache is linked into its engine (under the engine lock) and
  * into its thread's list (thread-local). The thread frees it, at exit or on
  * its next lookup after the engine is gone; the engine only unlinks it and
@@ -32,6 +42,11 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 /* The thread's fast slot: its cache for the engine it used last. Initial-exec
  * TLS is one load from the thread pointer; the 16 bytes come out of the
@@ -52,6 +67,8 @@ static pthread_key_t exit_key;
 static bool have_key;
 static _Atomic uint32_t next_tag;
 static _Atomic uint64_t next_gen;
+/* Whether the registration for the barrier holds (under the global mutex). */
+static bool barrier_ok;
 
 uint64_t us__gen_next(void)
 {
@@ -91,11 +108,46 @@ void us__tcache_return(struct us_tcache *tc)
 	atomic_store_explicit(&tc->dom, NULL, memory_order_relaxed);
 }
 
+/*
+ * Global mutex held: whether this process may issue the expedited private
+ * membarrier, registering it on the first call. A forked child tries again:
+ * the registration belongs to an address space. It fails on kernels before
+ * 4.14 and where a seccomp filter denies the call; writers then keep their
+ * fence.
+ */
+static bool barrier_registered(void)
+{
+#if defined(__linux__) && defined(SYS_membarrier)
+	static pid_t barrier_pid; /* the process it was tried in */
+	pid_t pid = getpid();
+
+	if (pid != barrier_pid) {
+		barrier_pid = pid;
+		barrier_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
+				     0) == 0;
+	}
+	return barrier_ok;
+#else
+	return false;
+#endif
+}
+
+/* Engine lock held: tc's thread fences its rewrites from now on. */
+static void nofence_clear(us_engine *e, struct us_tcache *tc)
+{
+	if (atomic_load_explicit(&tc->nofence, memory_order_relaxed)) {
+		atomic_store_explicit(&tc->nofence, NULL, memory_order_relaxed);
+		e->nofence_caches--;
+	}
+}
+
 /* Engine lock held: unlinks tc from its engine after draining it. */
 static void tcache_detach(us_engine *e, struct us_tcache *tc)
 {
 	us__tcache_drain_one(e, tc);
 	us__tcache_return(tc);
+	/* Before e goes: another engine at e's address is not tc's. */
+	nofence_clear(e, tc);
 	us_list_del(&tc->link);
 	atomic_store(&tc->dead, true);
 }
@@ -164,6 +216,8 @@ struct us_tcache *us__tcache_get(us_engine *e)
 			tcache_free(found);
 			found = NULL;
 		} else {
+			bool nofence = barrier_registered();
+
 			found->engine = e;
 			found->engine_id = e->id;
 			do
@@ -171,6 +225,11 @@ struct us_tcache *us__tcache_get(us_engine *e)
 			while (!found->tag);
 			us__lock(e);
 			us_list_add_tail(&e->tcaches, &found->link);
+			/* Counted before its thread can skip a fence. */
+			if (nofence) {
+				atomic_store_explicit(&found->nofence, e, memory_order_relaxed);
+				e->nofence_caches++;
+			}
 			us__unlock(e);
 			found->thread_next = thread_caches;
 			thread_caches = found;
@@ -311,4 +370,63 @@ bool us__tcache_push(struct us_tcache *tc, us_buf *b)
 	tc->pseg->slot[tc->pidx++] = b;
 	atomic_store_explicit(&tc->tail, tail + 1, memory_order_release);
 	return true;
+}
+
+/* The calling thread's cache for e, or NULL: its own list, read without a
+ * lock (only the thread changes it). Engine ids are never reused. */
+static struct us_tcache *own_cache(us_engine *e)
+{
+	struct us_tcache *tc;
+
+	if (us__tls.id == e->id)
+		return us__tls.tc;
+	for (tc = thread_caches; tc; tc = tc->thread_next)
+		if (tc->engine_id == e->id)
+			return tc;
+	return NULL;
+}
+
+uint64_t us__rewrite_barrier_due(us_engine *e)
+{
+	struct us_tcache *mine = own_cache(e);
+	unsigned others = e->nofence_caches;
+
+	/* The flushing thread's own rewrites come before its own reads. */
+	if (mine && atomic_load_explicit(&mine->nofence, memory_order_relaxed) == e)
+		others--;
+	/* Acquire: a barrier another flusher completed covers ours too. */
+	if (!others || atomic_load_explicit(&e->wb_fenced, memory_order_acquire) >= e->wb_moves)
+		return 0;
+	return e->wb_moves;
+}
+
+bool us__rewrite_barrier(us_engine *e, uint64_t moves)
+{
+	struct us_list *pos;
+
+#if defined(__linux__) && defined(SYS_membarrier)
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) {
+		uint64_t cur = atomic_load_explicit(&e->wb_fenced, memory_order_relaxed);
+
+		/* Release: whoever reads it reads after the barrier. */
+		while (cur < moves && !atomic_compare_exchange_weak_explicit(
+					      &e->wb_fenced, &cur, moves, memory_order_release,
+					      memory_order_relaxed))
+			;
+		return true;
+	}
+#else
+	(void)moves;
+#endif
+	/* Refused after the registration went through (the kernel does not,
+	 * but a seccomp filter on the command can): every writer of e, and of
+	 * the caches made from now on, fences again. */
+	pthread_mutex_lock(&global);
+	barrier_ok = false;
+	us__lock_nodrain(e);
+	us_list_for_each (pos, &e->tcaches)
+		nofence_clear(e, us_container_of(pos, struct us_tcache, link));
+	us__unlock(e);
+	pthread_mutex_unlock(&global);
+	return false;
 }

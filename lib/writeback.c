@@ -88,9 +88,30 @@ int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budge
 		return 0;
 	}
 	us__domain_event(o->domain, US_EV_WRITEBACK_STARTED, bt->n);
+	e->wb_moves++; /* a barrier must cover it before the data is read */
 	o->busy++;
 	*bytes = got;
 	return (int)(bt->n > INT32_MAX ? INT32_MAX : bt->n);
+}
+
+/*
+ * The barrier for rewrites without a fence was refused (tcache.c): a writer
+ * may have seen its buffer DIRTY and skipped the fence, and its new bytes
+ * may not be those the callback reads. The batch is written again after
+ * this write completes, as for a rewrite during writeback.
+ */
+static void write_again(us_engine *e, struct us_batch *bt)
+{
+	size_t i;
+
+	us__lock_nodrain(e);
+	for (i = 0; i < bt->n; i++) {
+		us_buf *b = bt->bufs[i];
+
+		if (b->state == US_BUF_WRITEBACK && b->wb_gen == bt->gen)
+			b->flags |= US_BUF_REDIRTIED;
+	}
+	us__unlock(e);
 }
 
 uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
@@ -98,7 +119,7 @@ uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
 	us_object *o = bt->obj;
 	us_backend *bk;
 	size_t i, j, start;
-	uint64_t failed = 0;
+	uint64_t failed = 0, moves = 0;
 	bool refused = false;
 
 	bt->untaken = 0;
@@ -128,10 +149,17 @@ uint64_t us__flush_issue(us_engine *e, struct us_batch *bt)
 			bk->flush_calls++;
 			bk->flush_bytes += run_len;
 			bk->flushed_by_reason[bt->reason] += i - start;
+			/* After the collection, which moved the whole batch. */
+			if (start == 0)
+				moves = us__rewrite_barrier_due(e);
 			us__unlock(e);
-			/* Pairs with the fence of us_buf_dirty()'s rewrite path:
-			 * the move to WRITEBACK (a store) is ordered before the
-			 * callback reads the data, on every architecture. */
+			/* Between the move to WRITEBACK and the first read of the
+			 * data, for the writers that rewrite without a fence... */
+			if (moves && !us__rewrite_barrier(e, moves))
+				write_again(e, bt);
+			moves = 0;
+			/* ...and for those with one, this fence pairs with theirs
+			 * (the contract is in buf.c, above us_buf_dirty()). */
 			atomic_thread_fence(memory_order_seq_cst);
 			us__callback_enter(e);
 			rc = bk->ops.flush(bk->ctx, o, bt->bufs + start, i - start, run_off,

@@ -11,8 +11,15 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/membarrier.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define K4 4096u
 
@@ -541,6 +548,239 @@ START_TEST(test_hooks_no_cache)
 }
 END_TEST
 
+/* Whether this process may use the expedited private barrier: what the
+ * library registers for (registering again is harmless). */
+static bool barrier_usable(void)
+{
+	return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+/* Engine lock held by another thread: what a flusher there would owe. */
+static void *due_elsewhere(void *arg)
+{
+	us_engine *e = arg;
+	uint64_t *due = malloc(sizeof(*due));
+
+	if (due) {
+		us__lock_nodrain(e);
+		*due = us__rewrite_barrier_due(e);
+		us__unlock(e);
+	}
+	return due;
+}
+
+static uint64_t due_from_other_thread(us_engine *e)
+{
+	pthread_t th;
+	uint64_t *due, v;
+
+	ck_assert_int_eq(pthread_create(&th, NULL, due_elsewhere, e), 0);
+	ck_assert_int_eq(pthread_join(th, (void **)&due), 0);
+	ck_assert_ptr_nonnull(due);
+	v = *due;
+	free(due);
+	return v;
+}
+
+/*
+ * A rewrite of a DIRTY buffer skips the fence when the process could
+ * register the barrier: the thread's cache says so and its engine counts
+ * it. A flush from this thread, the only writer, owes no barrier; one from
+ * another thread owes one for the collections so far, and a barrier done
+ * covers them for every flusher. A rewrite during writeback still takes
+ * the locked path (REDIRTIED).
+ */
+START_TEST(test_rewrite_without_fence)
+{
+	bool usable = barrier_usable();
+	struct fx f;
+	us_buf *b[4];
+	uint64_t p, moves;
+
+	fx_init(&f, 1u << 30);
+	dirty_range(f.o, 0, 4, K4, b);
+	ck_assert_ptr_eq(atomic_load(&us__tls.tc->nofence), usable ? f.e : NULL);
+	ck_assert_uint_eq(f.e->nofence_caches, usable);
+	ck_assert_uint_eq(tu_stats(f.d).dirty_bytes, 4 * K4); /* drained */
+	ck_assert_int_eq(us_buf_dirty(b[0], &p), 0);
+	ck_assert_uint_eq(p, 0);
+	ck_assert_uint_eq(queued(), 0);
+	ck_assert_int_eq(us_buf_state(b[0]), US_BUF_DIRTY);
+
+	f.t.mode = TB_HOLD;
+	ck_assert_int_eq(us_object_flush(f.o, 0, 2 * K4, 0), 2);
+	us__lock_nodrain(f.e);
+	moves = f.e->wb_moves;
+	ck_assert_uint_eq(us__rewrite_barrier_due(f.e), 0); /* our own rewrites */
+	us__unlock(f.e);
+	ck_assert_uint_gt(moves, 0);
+	ck_assert_uint_eq(due_from_other_thread(f.e), usable ? moves : 0);
+	if (usable) {
+		ck_assert(us__rewrite_barrier(f.e, moves));
+		ck_assert_uint_eq(atomic_load(&f.e->wb_fenced), moves);
+		ck_assert_uint_eq(due_from_other_thread(f.e), 0);
+	}
+
+	ck_assert_int_eq(us_buf_dirty(b[0], &p), 0);
+	ck_assert_uint_eq(us_buf_flags(b[0]) & US_BUF_REDIRTIED, US_BUF_REDIRTIED);
+	tb_complete_all(&f.t);
+	ck_assert_int_eq(us_buf_state(b[0]), US_BUF_DIRTY);
+	ck_assert_int_eq(us_buf_state(b[1]), US_BUF_CLEAN);
+	put_all(b, 4);
+	fx_fini(&f);
+}
+END_TEST
+
+/*
+ * A thread whose fast slot holds its cache for another engine rewrites
+ * with the fence: the flushers of the buffer's engine may not count it.
+ * A cache whose engine is gone no longer names it (another engine could
+ * come at its address).
+ */
+START_TEST(test_rewrite_other_engine)
+{
+	struct fx a, b;
+	us_buf *ba, *bb;
+	struct us_tcache *tca;
+	uint64_t p;
+
+	fx_init(&a, 1u << 30);
+	fx_init(&b, 1u << 30);
+	dirty_range(a.o, 0, 1, K4, &ba);
+	tca = us__tls.tc;
+	dirty_range(b.o, 0, 1, K4, &bb);
+	ck_assert_uint_eq(us__tls.id, b.e->id);
+	ck_assert_int_eq(us_buf_state(ba), US_BUF_DIRTY);
+	ck_assert_ptr_ne(atomic_load(&us__tls.tc->nofence), a.e);
+	ck_assert_int_eq(us_buf_dirty(ba, &p), 0);
+	ck_assert_uint_eq(p, 0);
+	ck_assert_uint_eq(us__tls.id, b.e->id); /* the slot stays b's */
+	ck_assert_int_eq(us_buf_state(ba), US_BUF_DIRTY);
+	ck_assert_int_eq(us_buf_dirty(bb, &p), 0);
+	ck_assert_int_eq(us_buf_state(bb), US_BUF_DIRTY);
+	put_all(&ba, 1);
+	put_all(&bb, 1);
+	fx_fini(&a);
+	ck_assert(atomic_load(&tca->dead));
+	ck_assert_ptr_null(atomic_load(&tca->nofence));
+	fx_fini(&b);
+}
+END_TEST
+
+/*
+ * The barrier refused by a seccomp filter, in a child process (which
+ * registers on its own): with the registration refused (_i == 0) writers
+ * keep their fence and flushers owe nothing; with only the barrier refused
+ * (_i == 1) the first flush that needs it turns the fence back on and
+ * writes its batch again. The child reports 0, 77 when it cannot set up
+ * the case, or the step that failed.
+ */
+struct rf {
+	us_object *o;
+	uint64_t flushes;
+	int rc;
+};
+
+static int rf_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
+		    uint64_t length, enum us_reason reason)
+{
+	struct rf *r = ctx;
+	size_t i;
+
+	(void)obj;
+	(void)offset;
+	(void)length;
+	(void)reason;
+	r->flushes++;
+	for (i = 0; i < n; i++)
+		if (us_buf_write_done(bufs[i], US_WRITE_STABLE, 0, 0))
+			return -EIO;
+	return 0;
+}
+
+static void *rf_flush_thread(void *arg)
+{
+	struct rf *r = arg;
+
+	r->rc = us_object_flush(r->o, 0, US_UNLIMITED, 0);
+	return NULL;
+}
+
+static int refused_child(int which)
+{
+	struct sock_filter insns[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+			 which ? MEMBARRIER_CMD_PRIVATE_EXPEDITED :
+				 MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+			 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(insns) / sizeof(insns[0]), .filter = insns };
+	struct us_backend_ops ops = { .size = sizeof(ops), .flush = rf_flush, .sync = tu_sync_ok };
+	struct us_engine_options opts;
+	struct rf r = { .flushes = 0 };
+	us_backend *bk;
+	us_engine *e;
+	us_buf *b;
+	uint64_t p;
+	pthread_t th;
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+		return 77;
+	us_engine_options_init(&opts);
+	opts.memory_bytes = 1u << 30;
+	if (us_engine_create(&opts, &e) || us_backend_create(e, &ops, &r, &bk) ||
+	    us_object_create(bk, NULL, NULL, &r.o) || us_buf_get(r.o, 0, K4, 0, &b) != 1 ||
+	    us_buf_dirty(b, &p) || us_buf_state(b) != US_BUF_DIRTY)
+		return 1;
+	if (which == 0) {
+		if (atomic_load(&us__tls.tc->nofence) || e->nofence_caches)
+			return 2;
+		if (us_buf_dirty(b, &p) || us_buf_state(b) != US_BUF_DIRTY)
+			return 3;
+		if (pthread_create(&th, NULL, rf_flush_thread, &r) || pthread_join(th, NULL) ||
+		    r.rc != 1 || r.flushes != 1 || us_buf_state(b) != US_BUF_CLEAN)
+			return 4;
+	} else {
+		if (atomic_load(&us__tls.tc->nofence) != e)
+			return 77; /* no barrier on this kernel at all */
+		/* Flushed from another thread: the barrier is due, refused. */
+		if (pthread_create(&th, NULL, rf_flush_thread, &r) || pthread_join(th, NULL) ||
+		    r.rc != 1 || r.flushes != 1)
+			return 5;
+		if (atomic_load(&us__tls.tc->nofence) || e->nofence_caches ||
+		    us_buf_state(b) != US_BUF_DIRTY)
+			return 6; /* the fence back on, the batch to write again */
+		if (pthread_create(&th, NULL, rf_flush_thread, &r) || pthread_join(th, NULL) ||
+		    r.rc != 1 || r.flushes != 2 || us_buf_state(b) != US_BUF_CLEAN)
+			return 7;
+	}
+	if (us_buf_put(b) || us_engine_destroy(e))
+		return 8;
+	return 0;
+}
+
+START_TEST(test_barrier_refused)
+{
+	int status;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(refused_child(_i));
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77)
+		return; /* no seccomp filters, or no barrier, here */
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("tcache");
@@ -557,6 +797,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_domain_destroy_forgets);
 	tcase_add_test(tc, test_hooks_no_cache);
 	tcase_add_test(tc, test_sibling_charge_revokes);
+	tcase_add_test(tc, test_rewrite_without_fence);
+	tcase_add_test(tc, test_rewrite_other_engine);
+	tcase_add_loop_test(tc, test_barrier_refused, 0, 2);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

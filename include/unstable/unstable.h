@@ -828,9 +828,12 @@ US_EXPORT int us_buf_put(us_buf *b);
  * of the engine lock. Each thread that dirties gets such a cache per engine
  * (4 KiB, and up to 64 KiB of spare queue segments; a queue holds at most
  * 65536 buffers, 512 KiB, between two drains), given back when the thread
- * exits. Rewriting a dirty buffer costs one memory fence, which
- * orders the caller's data before the engine's check, so that a concurrent
- * writeback cannot miss it.
+ * exits. Rewriting a dirty buffer takes no lock and no fence: a flusher
+ * that writes back data another thread may have rewritten so issues
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) first, once per batch, so
+ * that it cannot miss the new data (the process registers for it on its
+ * first cache). Where the kernel refuses it (before Linux 4.14, a seccomp
+ * filter), a rewrite costs one memory fence instead.
  *
  * Returns 0; or US_DIRTY_OVER_LIMIT when a domain is at or above its dirty
  * limit: the caller must then wait until us_object_balance() returns 0
