@@ -9,22 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void sim_pauses_record(struct sim_pauses *p, uint64_t ns)
-{
-	if (ns > p->max)
-		p->max = ns;
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 32; /* small: a run may have 10,000s */
-		uint64_t *n = realloc(p->v, cap * sizeof(*n));
-
-		if (!n)
-			return;
-		p->v = n;
-		p->cap = cap;
-	}
-	p->v[p->n++] = ns;
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -32,17 +16,93 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Sorts the fresh pauses and merges them into the counts: 0, or -1 without
+ * memory (nothing changed but the order of fresh[]). */
+static int pauses_fold(struct sim_pauses *p)
+{
+	struct sim_pause_count *m;
+	size_t i = 0, j = 0, k = 0;
+
+	if (!p->nfresh)
+		return 0;
+	qsort(p->fresh, p->nfresh, sizeof(*p->fresh), cmp_u64);
+	m = malloc((p->ncnt + p->nfresh) * sizeof(*m));
+	if (!m)
+		return -1;
+	while (i < p->ncnt || j < p->nfresh) {
+		uint64_t ns = j == p->nfresh || (i < p->ncnt && p->cnt[i].ns <= p->fresh[j]) ?
+				      p->cnt[i].ns :
+				      p->fresh[j];
+
+		m[k].ns = ns;
+		m[k].n = 0;
+		if (i < p->ncnt && p->cnt[i].ns == ns)
+			m[k].n += p->cnt[i++].n;
+		while (j < p->nfresh && p->fresh[j] == ns) {
+			m[k].n++;
+			j++;
+		}
+		k++;
+	}
+	free(p->cnt);
+	p->cnt = m;
+	p->ncnt = k;
+	p->nfresh = 0;
+	return 0;
+}
+
+void sim_pauses_record(struct sim_pauses *p, uint64_t ns)
+{
+	if (ns > p->max)
+		p->max = ns;
+	if (p->nfresh == p->cap) {
+		/* Small at first: a run may have 100,000s of writers. */
+		size_t cap = p->cap < 16 ? 16 : p->cap;
+		uint64_t *n;
+
+		if (pauses_fold(p))
+			return;
+		/* Room for at least as many as there are lengths, so that a
+		 * fold costs O(log cap) per pause however many there are. */
+		while (cap < p->ncnt)
+			cap *= 2;
+		if (cap != p->cap && (n = realloc(p->fresh, cap * sizeof(*n)))) {
+			p->fresh = n;
+			p->cap = cap;
+		}
+		if (p->nfresh == p->cap)
+			return;
+	}
+	p->fresh[p->nfresh++] = ns;
+	p->n++;
+}
+
 uint64_t sim_pauses_p99(struct sim_pauses *p)
 {
+	uint64_t k, seen = 0;
+	size_t i = 0, j = 0;
+
 	if (!p->n)
 		return 0;
-	qsort(p->v, p->n, sizeof(*p->v), cmp_u64);
-	return p->v[(p->n * 99) / 100];
+	k = p->n * 99 / 100;
+	/* Without memory to fold, the fresh ones sorted are walked beside
+	 * the counts: the same order. */
+	if (pauses_fold(p))
+		qsort(p->fresh, p->nfresh, sizeof(*p->fresh), cmp_u64);
+	for (;;) {
+		bool count = j == p->nfresh || (i < p->ncnt && p->cnt[i].ns <= p->fresh[j]);
+		uint64_t ns = count ? p->cnt[i].ns : p->fresh[j];
+
+		seen += count ? p->cnt[i++].n : (j++, 1);
+		if (k < seen)
+			return ns;
+	}
 }
 
 void sim_pauses_free(struct sim_pauses *p)
 {
-	free(p->v);
+	free(p->cnt);
+	free(p->fresh);
 	memset(p, 0, sizeof(*p));
 }
 
