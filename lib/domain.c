@@ -218,8 +218,12 @@ int us_domain_set_limit(us_domain *d, enum us_limit which, uint64_t value)
 	e = d->engine;
 	us_list_init(&victims);
 	us__lock(e);
-	/* Thresholds move: lock-free credit granted under the old ones goes. */
-	us__credit_revoke(e->root);
+	/* Thresholds move: lock-free credit granted under the old ones goes.
+	 * The revoke walks the whole tree; with no credit out anywhere there
+	 * is nothing to take back (setting the limits of 100,000 new domains
+	 * one by one walked them all for each). */
+	if (e->root->granted)
+		us__credit_revoke(e->root);
 	switch (which) {
 	case US_LIMIT_MAX:
 		/* Evict down to the new limit, or refuse without touching a thing. */
