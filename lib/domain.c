@@ -145,6 +145,8 @@ int us_domain_create(us_engine *e, us_domain *parent, const char *name, unsigned
 		d->arena = parent->arena;
 	}
 	us_list_add_tail(&parent->children, &d->sibling);
+	if (d->own_arena && parent == e->root)
+		us_list_add_tail(&e->arena_kids, &d->arena_link); /* I11 */
 	parent->nchildren++;
 	*slot = d; /* the chain's end: name_slot() walked to it */
 	e->ndomains++;
@@ -168,6 +170,8 @@ int us_domain_destroy(us_domain *d)
 	us__credit_revoke(d);
 	us__tcache_forget_domain(e, d);
 	us_list_del(&d->sibling);
+	if (d->own_arena && d->parent == e->root)
+		us_list_del(&d->arena_link);
 	d->parent->nchildren--;
 	*name_slot(e, d->parent, d->name) = d->name_next;
 	e->ndomains--;
