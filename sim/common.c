@@ -53,8 +53,23 @@ static int pauses_fold(struct sim_pauses *p)
 
 void sim_pauses_record(struct sim_pauses *p, uint64_t ns)
 {
+	size_t lo = 0, hi = p->ncnt;
+
 	if (ns > p->max)
 		p->max = ns;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (p->cnt[mid].ns < ns)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < p->ncnt && p->cnt[lo].ns == ns) {
+		p->cnt[lo].n++; /* a length already counted */
+		p->n++;
+		return;
+	}
 	if (p->nfresh == p->cap) {
 		/* Small at first: a run may have 100,000s of writers. */
 		size_t cap = p->cap < 16 ? 16 : p->cap;
