@@ -18,22 +18,26 @@
  * takes the same few lengths over and over (each writer of --domain
  * d,count=N,max=16M --writer d,bytes=32M takes about 2.7 N pauses, of 43 to
  * 46 lengths at N = 1,000, 64 to 66 at N = 5,000), so that a run's memory
- * grows with its writers, not with the number of pauses. A pause of a
- * length already counted is counted in place (a binary search of cnt[]);
- * the others wait in fresh[], in arrival order, until it is full, and are
- * then sorted and merged into cnt[] (a fold costs O(cap log cap + ncnt),
- * and cap grows with ncnt: O(log) per pause).
+ * grows with its writers, not with the number of pauses. Most repeat the
+ * one before (95.7 % at N = 2,000: 10 ms at the gate), so the current run
+ * of equal lengths is counted in the structure itself, which its writer's
+ * state holds, and no other memory is touched. A run that ends is added to
+ * its length's count in cnt[] (a binary search), or, of a new length, waits
+ * in fresh[] until it is full; fresh[] is then sorted and merged into cnt[]
+ * (a fold costs O(cap log cap + ncnt), and cap grows with ncnt: O(log) per
+ * run).
  */
 struct sim_pause_count {
 	uint64_t ns, n;
 };
 
 struct sim_pauses {
+	struct sim_pause_count run;  /* the last pauses, all of one length */
 	struct sim_pause_count *cnt; /* the lengths folded, ascending, each once */
 	size_t ncnt;
-	uint64_t *fresh; /* recorded since the last fold */
+	struct sim_pause_count *fresh; /* runs added since the last fold */
 	size_t nfresh, cap;
-	uint64_t n; /* pauses recorded: folded and fresh */
+	uint64_t n; /* pauses recorded: in run, cnt and fresh */
 	uint64_t max;
 };
 
