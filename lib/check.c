@@ -1,5 +1,5 @@
 /*
- * The invariant checker (invariants I1-I6 and I8-I10 of internal.h), SQLite-style: it
+ * The invariant checker (invariants I1-I6 and I8-I11 of internal.h), SQLite-style: it
  * recomputes everything from the buffers and compares. Slow by design.
  *
  * SPDX-License-Identifier: MIT
@@ -322,6 +322,26 @@ static void check_nofence(struct ctx *c, us_engine *e)
 		     (unsigned long long)e->wb_moves);
 }
 
+/* I11: the root's children that own an arena, in order, and no other. */
+static void check_arena_kids(struct ctx *c, us_engine *e)
+{
+	struct us_list *pos, *k = e->arena_kids.next;
+
+	us_list_for_each (pos, &e->root->children) {
+		us_domain *d = us_container_of(pos, us_domain, sibling);
+
+		if (!d->own_arena)
+			continue;
+		if (k == &e->arena_kids || k != &d->arena_link) {
+			fail(c, "domain %s: not in its place on the list of arenas (I11)", d->name);
+			return;
+		}
+		k = k->next;
+	}
+	if (k != &e->arena_kids)
+		fail(c, "the list of arenas holds a domain that is not a child owning one (I11)");
+}
+
 int us_engine_check(us_engine *e, char *msg, size_t len)
 {
 	struct ctx c = { msg, len, 0, 0 };
@@ -416,6 +436,7 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 	}
 	check_samples(&c, e);
 	check_nofence(&c, e);
+	check_arena_kids(&c, e);
 	if (!c.rc) {
 		uint64_t n = 0;
 

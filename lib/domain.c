@@ -147,6 +147,8 @@ int us_domain_create(us_engine *e, us_domain *parent, const char *name, unsigned
 		d->arena = parent->arena;
 	}
 	us_list_add_tail(&parent->children, &d->sibling);
+	if (d->own_arena && parent == e->root)
+		us_list_add_tail(&e->arena_kids, &d->arena_link); /* I11 */
 	parent->nchildren++;
 	*slot = d; /* the chain's end: name_slot() walked to it */
 	e->ndomains++;
@@ -170,6 +172,8 @@ int us_domain_destroy(us_domain *d)
 	us__credit_revoke(d);
 	us__tcache_forget_domain(e, d);
 	us_list_del(&d->sibling);
+	if (d->own_arena && d->parent == e->root)
+		us_list_del(&d->arena_link);
 	d->parent->nchildren--;
 	*name_slot(e, d->parent, d->name) = d->name_next;
 	e->ndomains--;
@@ -220,8 +224,12 @@ int us_domain_set_limit(us_domain *d, enum us_limit which, uint64_t value)
 	e = d->engine;
 	us_list_init(&victims);
 	us__lock(e);
-	/* Thresholds move: lock-free credit granted under the old ones goes. */
-	us__credit_revoke(e->root);
+	/* Thresholds move: lock-free credit granted under the old ones goes.
+	 * The revoke walks the whole tree; with no credit out anywhere there
+	 * is nothing to take back (setting the limits of 100,000 new domains
+	 * one by one walked them all for each). */
+	if (e->root->granted)
+		us__credit_revoke(e->root);
 	switch (which) {
 	case US_LIMIT_MAX:
 		/* Evict down to the new limit, or refuse without touching a thing. */

@@ -200,6 +200,7 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 	us_list_init(&e->syncs);
 	us_list_init(&e->wb_samples);
 	us_list_init(&e->pipe_decay);
+	us_list_init(&e->arena_kids);
 	e->lru_tick = e->lru_low = (uint64_t)1 << 62;
 	e->id = atomic_fetch_add(&engine_ids, 1) + 1;
 	e->dirty_expire_ns = 30 * US_SEC;

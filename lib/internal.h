@@ -37,6 +37,8 @@
  *      was above its target at its last update, or when it lost a context
  *      or a child since (wb.c); no domain is marked for a pipeline update
  *      outside the poll that marked it.
+ * I11. The engine's arena_kids list holds exactly the root's children that
+ *      own an arena, in the order of the root's children list.
  *
  * TRANSITIONS (who performs each)
  *
@@ -315,6 +317,7 @@ struct us_domain {
 	unsigned arena;
 	bool has_arena;
 	bool own_arena;
+	struct us_list arena_link; /* engine->arena_kids, if a child of the root that owns one */
 
 	/* Scratch for the checker. */
 	struct us_counters chk;
@@ -533,6 +536,10 @@ struct us_engine {
 	unsigned narenas;
 	bool hugepages; /* the arenas' memory advised MADV_HUGEPAGE (alloc.c) */
 	us_domain *root;
+	/* The root's children that own an arena (us_domain.arena_link), in the
+	 * order of its children: the arenas a purge after eviction looks at
+	 * (reclaim.c), found without a walk of all the children (I11). */
+	struct us_list arena_kids;
 	/* Every domain but the root by (parent, name), so creating one checks
 	 * its siblings' names in O(1) however many it has (domain.c). */
 	us_domain **names;

@@ -252,14 +252,15 @@ static void victims_release(us_engine *e, struct us_list *victims, bool force)
 		charged = e->root->c.charged;
 		if (e->root->max != US_UNLIMITED)
 			limit = sat_add(e->root->max, e->root->max / 8);
-		/* The arenas that keep pages: the root's and its children's. */
+		/* The arenas that keep pages: the root's and its children's
+		 * (those that own one, listed apart: not a walk of every
+		 * child at each purge, or at each max lowered). */
 		if (e->root->own_arena)
 			arenas[narenas++] = e->root->arena;
-		us_list_for_each (pos, &e->root->children) {
-			us_domain *c = us_container_of(pos, us_domain, sibling);
-
-			if (c->own_arena && narenas < US_PURGE_MAX)
-				arenas[narenas++] = c->arena;
+		us_list_for_each (pos, &e->arena_kids) {
+			if (narenas == US_PURGE_MAX)
+				break;
+			arenas[narenas++] = us_container_of(pos, us_domain, arena_link)->arena;
 		}
 	}
 	us__unlock(e);

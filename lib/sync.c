@@ -117,9 +117,18 @@ bool us__sync_counts_ok(us_engine *e)
 	return true;
 }
 
-/* Under the lock: what one object of the scope needs now. */
+/* Whether bk takes a write now: room in its in-flight cap, or nothing in
+ * flight (then one run goes whatever the cap). */
+static bool bk_open(const us_backend *bk)
+{
+	return bk->max_inflight > bk->writeback || !bk->writeback;
+}
+
+/* Under the lock: what one object of the scope needs now. When it writes,
+ * *open counts the backends still open (bk_open()), if given. */
 static void act_object(us_sync *s, us_object *o, uint64_t now, bool commit,
-		       struct us_flush_req **flushes, struct us_commit_req **commits)
+		       struct us_flush_req **flushes, struct us_commit_req **commits,
+		       unsigned *open)
 {
 	us_engine *e = s->e;
 	us_backend *bk = o->backend;
@@ -136,6 +145,8 @@ static void act_object(us_sync *s, us_object *o, uint64_t now, bool commit,
 				r->bt.reason = s->reason;
 				r->next = *flushes;
 				*flushes = r;
+				if (open && !bk_open(bk))
+					(*open)--;
 			} else {
 				us__meta_free(e, r, sizeof(*r));
 			}
@@ -145,9 +156,18 @@ static void act_object(us_sync *s, us_object *o, uint64_t now, bool commit,
 		us__want_commit(e, o, s->o == NULL, s->reason, commits, now);
 }
 
-/* Under the lock: writes back the dirty objects of d's subtree, visiting
- * only the domains with dirty data. */
-static void flush_domain(us_sync *s, us_domain *d, uint64_t now, struct us_flush_req **flushes)
+/*
+ * Under the lock: writes back the dirty objects of d's subtree, visiting
+ * only the domains with dirty data, while some backend is open (*open:
+ * their number). A backend only closes during the walk (each write taken
+ * fills its cap), and the objects of a closed one are left as they are, so
+ * once all are closed the rest of the walk would do nothing: it stops
+ * there. The final sync of 2,000 domains' writers (unstable-sim --domain
+ * d,count=2000,max=16M --writer d,bytes=32M) visited 2,000 domains and
+ * 1,500 objects at each of its 8,700 steps, to find the cap full.
+ */
+static void flush_domain(us_sync *s, us_domain *d, uint64_t now, struct us_flush_req **flushes,
+			 unsigned *open)
 {
 	struct us_list *pos, *opos, *onext;
 
@@ -157,14 +177,14 @@ static void flush_domain(us_sync *s, us_domain *d, uint64_t now, struct us_flush
 		struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
 
 		/* Collecting may take o off the list, never the next one. */
-		for (opos = wb->dirty_objs.next; opos != &wb->dirty_objs; opos = onext) {
+		for (opos = wb->dirty_objs.next; opos != &wb->dirty_objs && *open; opos = onext) {
 			onext = opos->next;
 			act_object(s, us_container_of(opos, us_object, dirty_link), now, false,
-				   flushes, NULL);
+				   flushes, NULL, open);
 		}
 	}
-	us_list_for_each (pos, &d->children)
-		flush_domain(s, us_container_of(pos, us_domain, sibling), now, flushes);
+	for (pos = d->children.next; pos != &d->children && *open; pos = pos->next)
+		flush_domain(s, us_container_of(pos, us_domain, sibling), now, flushes, open);
 }
 
 /* Under the lock: one step of s; issues nothing (the caller does). */
@@ -184,11 +204,16 @@ static void step(us_sync *s, struct us_flush_req **flushes, struct us_commit_req
 	/* One commit for all of it, once the writes it waits for are done. */
 	commit = !s->nwait[US_BUF_DIRTY] && !s->nwait[US_BUF_WRITEBACK];
 	if (s->o) {
-		act_object(s, s->o, now, commit, flushes, commits);
+		act_object(s, s->o, now, commit, flushes, commits, NULL);
 		return;
 	}
-	if (s->nwait[US_BUF_DIRTY])
-		flush_domain(s, s->d, now, flushes);
+	if (s->nwait[US_BUF_DIRTY]) {
+		unsigned open = 0;
+
+		us_list_for_each (bpos, &e->backends)
+			open += bk_open(us_container_of(bpos, us_backend, link));
+		flush_domain(s, s->d, now, flushes, &open);
+	}
 	if (!commit)
 		return;
 	us_list_for_each (bpos, &e->backends) {

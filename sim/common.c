@@ -9,40 +9,133 @@
 #include <stdlib.h>
 #include <string.h>
 
-void sim_pauses_record(struct sim_pauses *p, uint64_t ns)
+static int cmp_count(const void *a, const void *b)
 {
-	if (ns > p->max)
-		p->max = ns;
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 32; /* small: a run may have 10,000s */
-		uint64_t *n = realloc(p->v, cap * sizeof(*n));
-
-		if (!n)
-			return;
-		p->v = n;
-		p->cap = cap;
-	}
-	p->v[p->n++] = ns;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	uint64_t x = ((const struct sim_pause_count *)a)->ns;
+	uint64_t y = ((const struct sim_pause_count *)b)->ns;
 
 	return x < y ? -1 : x > y;
 }
 
+/* Sorts the fresh counts and merges them into cnt[]: 0, or -1 without
+ * memory (nothing changed but the order of fresh[]). */
+static int pauses_fold(struct sim_pauses *p)
+{
+	struct sim_pause_count *m;
+	size_t i = 0, j = 0, k = 0;
+
+	if (!p->nfresh)
+		return 0;
+	qsort(p->fresh, p->nfresh, sizeof(*p->fresh), cmp_count);
+	m = malloc((p->ncnt + p->nfresh) * sizeof(*m));
+	if (!m)
+		return -1;
+	while (i < p->ncnt || j < p->nfresh) {
+		uint64_t ns = j == p->nfresh || (i < p->ncnt && p->cnt[i].ns <= p->fresh[j].ns) ?
+				      p->cnt[i].ns :
+				      p->fresh[j].ns;
+
+		m[k].ns = ns;
+		m[k].n = 0;
+		if (i < p->ncnt && p->cnt[i].ns == ns)
+			m[k].n += p->cnt[i++].n;
+		while (j < p->nfresh && p->fresh[j].ns == ns)
+			m[k].n += p->fresh[j++].n;
+		k++;
+	}
+	free(p->cnt);
+	p->cnt = m;
+	p->ncnt = k;
+	p->nfresh = 0;
+	return 0;
+}
+
+/* Adds c to the counts: in place when its length is counted already, else
+ * to fresh[]. 0, or -1 without memory. */
+static int pauses_add(struct sim_pauses *p, struct sim_pause_count c)
+{
+	size_t lo = 0, hi = p->ncnt;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (p->cnt[mid].ns < c.ns)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < p->ncnt && p->cnt[lo].ns == c.ns) {
+		p->cnt[lo].n += c.n;
+		return 0;
+	}
+	if (p->nfresh == p->cap) {
+		/* Small at first: a run may have 100,000s of writers. */
+		size_t cap = p->cap < 16 ? 16 : p->cap;
+		struct sim_pause_count *n;
+
+		if (pauses_fold(p))
+			return -1;
+		/* Room for at least as many as there are lengths, so that a
+		 * fold costs O(log cap) per count however many there are. */
+		while (cap < p->ncnt)
+			cap *= 2;
+		if (cap != p->cap && (n = realloc(p->fresh, cap * sizeof(*n)))) {
+			p->fresh = n;
+			p->cap = cap;
+		}
+		if (p->nfresh == p->cap)
+			return -1;
+	}
+	p->fresh[p->nfresh++] = c;
+	return 0;
+}
+
+void sim_pauses_record(struct sim_pauses *p, uint64_t ns)
+{
+	if (ns > p->max)
+		p->max = ns;
+	if (p->run.n && p->run.ns == ns) {
+		p->run.n++;
+		p->n++;
+		return;
+	}
+	/* Without memory the run that ended is not counted. */
+	if (p->run.n && pauses_add(p, p->run))
+		p->n -= p->run.n;
+	p->run.ns = ns;
+	p->run.n = 1;
+	p->n++;
+}
+
 uint64_t sim_pauses_p99(struct sim_pauses *p)
 {
+	uint64_t k, seen = 0;
+	size_t i = 0, j = 0;
+
+	if (p->run.n && pauses_add(p, p->run))
+		p->n -= p->run.n;
+	p->run.n = 0;
 	if (!p->n)
 		return 0;
-	qsort(p->v, p->n, sizeof(*p->v), cmp_u64);
-	return p->v[(p->n * 99) / 100];
+	k = p->n * 99 / 100;
+	/* Without memory to fold, the fresh counts sorted are walked beside
+	 * the others: the same order. */
+	if (pauses_fold(p))
+		qsort(p->fresh, p->nfresh, sizeof(*p->fresh), cmp_count);
+	for (;;) {
+		bool folded = j == p->nfresh || (i < p->ncnt && p->cnt[i].ns <= p->fresh[j].ns);
+		struct sim_pause_count c = folded ? p->cnt[i++] : p->fresh[j++];
+
+		seen += c.n;
+		if (k < seen)
+			return c.ns;
+	}
 }
 
 void sim_pauses_free(struct sim_pauses *p)
 {
-	free(p->v);
+	free(p->cnt);
+	free(p->fresh);
 	memset(p, 0, sizeof(*p));
 }
 

