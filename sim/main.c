@@ -84,9 +84,9 @@ static const char *usage =
 	"  many equal domains: --domain d,count=1000,max=16M --writer d,bytes=32M (Jain index\n"
 	"  on the last line).\n"
 	"--policy no-reclaim-wait: the Linux kernel before memcg reclaim waited for writeback\n"
-	"  (the memcg seed's unpatched kernel): no dirty throttling per domain, and a charge that\n"
-	"  finds its domain holding only dirty data and data under writeback is OOM-killed at once\n"
-	"  (virtual time only).\n"
+	"  (the memcg seed's unpatched kernel): no dirty throttling per domain, only the machine's\n"
+	"  dirty limits (10 % and 20 % of --memory), and a charge that finds its domain holding\n"
+	"  only dirty data and data under writeback is OOM-killed at once (virtual time only).\n"
 	"--seed N: the payload pattern of --realtime runs (checked byte for byte at the end);\n"
 	"  the virtual-time model has no randomness, so its runs are the same for every seed.\n";
 
@@ -688,11 +688,24 @@ static int lustre4(enum sim_policy pol, bool json)
 	return 0;
 }
 
-/* The memcg change's server: an ext3 disk of about 40 MB/s that commits
- * its journal every 5 s. */
+/*
+ * The memcg change's server: an ext3 disk of about 40 MB/s that commits
+ * its journal every 5 s, on a machine of 5 GiB. The seed does not give the
+ * machine's memory; its 2G row bounds it from below. Linux holds the data
+ * dirty and under writeback under its dirty limit (20 % of dirtyable
+ * memory by default, background 10 %: the engine's default ratios), and
+ * the unpatched dd of 1 GB (1048576000 bytes) under 2G returned after 2.85
+ * s, when the disk had written at most 2.85 s x 40 MB/s = 114 MB: about
+ * 934 MB were still dirty or under writeback, so the limit was at least
+ * that, and dirtyable memory at least 4.7 GB (4.35 GiB). 5 GiB: a dirty
+ * limit of 1 GiB, background 512 MiB, which hold no-reclaim-wait's writer
+ * (run.c); the library's domains are far below them.
+ */
+#define EXT3_MEMORY (5 * GIB)
+
 static void ext3_backend(struct sim_config *c)
 {
-	c->memory = 4 * GIB;
+	c->memory = EXT3_MEMORY;
 	c->backend.bw = 40000000ull;
 	c->backend.lat_ns = 1000000;
 	c->backend.rpcs = 8;
@@ -700,6 +713,77 @@ static void ext3_backend(struct sim_config *c)
 	c->backend.commit_interval = 5000000000ull;
 	c->backend.commit_lat = 20000000;
 	c->backend.journal = 128 << 20;
+}
+
+/*
+ * Where no-reclaim-wait's outcome, OOM or not, is not the seed's unpatched
+ * kernel's: the seed's dd survived 300M, the model's is OOM-killed. The
+ * dirty limits (20 % of the machine's memory) do not make the difference:
+ * they are above 300M, the seed's as the model's (see ext3_backend()).
+ * What does is the time the unpatched kernel's reclaim took: it scanned the
+ * memcg's pages, a larger part of them at each of its priorities and again
+ * at each retry, before the OOM killer, and that time grows with the limit:
+ * under 300M writeback cleaned some pages meanwhile, which reclaim then
+ * freed; under 5M and 60M it did not. The model's reclaim takes no time, and
+ * the seed gives no scanning cost per page to model it with.
+ */
+static const char nrw_survived_why[] =
+	"the seed's unpatched dd survived, the model's is OOM-killed: the dirty limits do not "
+	"hold this dd (20 % of the machine's memory, above this limit, as the seed's were: its "
+	"2G dd returned with about 934 MB dirty or under writeback); the unpatched kernel "
+	"survived by the time its reclaim took to scan the memcg's pages, which grows with the "
+	"limit, while writeback cleaned some; the model's reclaim takes none";
+static const char nrw_oom_why[] = "the seed's unpatched dd was OOM-killed, the model's survived";
+
+/* Marks no-reclaim-wait's cell with '*' when its outcome, OOM or not, is not
+ * the seed's unpatched one, and notes which way in differs[]: [0] the seed's
+ * dd survived, [1] it was OOM-killed. */
+static void nrw_mark(char *cell, size_t n, const char *seed, bool differs[2])
+{
+	bool oom = !strcmp(cell, "OOM"), seed_oom = !strcmp(seed, "OOM");
+
+	if (oom == seed_oom)
+		return;
+	strncat(cell, "*", n - strlen(cell) - 1);
+	differs[seed_oom] = true;
+}
+
+/* text in parentheses after "'*': ", in lines of at most 100 columns. */
+static void print_star_note(const char *text)
+{
+	size_t col = 5, len;
+
+	printf("('*':");
+	for (; *text; text += len) {
+		text += strspn(text, " ");
+		len = strcspn(text, " ");
+		if (col + 1 + len + 1 > 100) {
+			printf("\n%.*s", (int)len, text);
+			col = len;
+		} else {
+			printf(" %.*s", (int)len, text);
+			col += 1 + len;
+		}
+	}
+	printf(")\n");
+}
+
+/* no-reclaim-wait's outcome at one limit beside the seed's, for --json. */
+static void json_nrw_seed(const char *name, const char *seed, bool oom)
+{
+	bool seed_oom = !strcmp(seed, "OOM");
+
+	printf("{\"kind\":\"seed\",\"scenario\":\"memcg\",\"policy\":\"no-reclaim-wait\","
+	       "\"domain\":\"%s\",\"seed_unpatched\":\"%s\",\"seed_oom\":%s,\"oom\":%s,"
+	       "\"match\":%s",
+	       name, seed, seed_oom ? "true" : "false", oom ? "true" : "false",
+	       seed_oom == oom ? "true" : "false");
+	if (seed_oom != oom) {
+		printf(",\"why\":\"");
+		fputs(seed_oom ? nrw_oom_why : nrw_survived_why, stdout);
+		printf("\"");
+	}
+	printf("}\n");
 }
 
 /* Linux memcg: dd of 1000 MiB under 5M, 60M, 300M and 2G limits (ext3). */
@@ -715,6 +799,7 @@ static int memcg(enum sim_policy pol, bool json, const struct mode *m)
 	/* The unpatched row of the model: virtual time, text only (the JSON
 	 * is the policy asked for alone). */
 	bool unpatched = !json && !m->realtime && pol != SIM_POLICY_NO_RECLAIM_WAIT;
+	bool differs[2] = { false, false }; /* no-reclaim-wait against the seed (nrw_mark()) */
 	struct worst worst = { 0, "" };
 	uint64_t bw;
 	int i;
@@ -728,6 +813,10 @@ static int memcg(enum sim_policy pol, bool json, const struct mode *m)
 			return 1;
 		else {
 			cell(buf[i], sizeof(buf[i]), &r, 1e6);
+			if (pol == SIM_POLICY_NO_RECLAIM_WAIT && json)
+				json_nrw_seed(names[i], seed_unpatched[i], r.wr[0].oom > 0);
+			else if (pol == SIM_POLICY_NO_RECLAIM_WAIT)
+				nrw_mark(buf[i], sizeof(buf[i]), seed_unpatched[i], differs);
 			snprintf(charged[i], sizeof(charged[i]), "%.1f",
 				 (double)r.dom[0].peak_charged / (1 << 20));
 			snprintf(rss[i], sizeof(rss[i]), "%.1f", (double)r.peak_rss / (1 << 20));
@@ -739,8 +828,10 @@ static int memcg(enum sim_policy pol, bool json, const struct mode *m)
 		    one_dd("memcg", SIM_POLICY_NO_RECLAIM_WAIT, false, m, ext3_backend, names[i],
 			   limits[i], 1048576000ull, 64 << 10, &r, &bw))
 			return 1;
-		else
+		else {
 			cell(unp[i], sizeof(unp[i]), &r, 1e6);
+			nrw_mark(unp[i], sizeof(unp[i]), seed_unpatched[i], differs);
+		}
 	progress_done();
 	if (json)
 		return 0;
@@ -762,6 +853,14 @@ static int memcg(enum sim_policy pol, bool json, const struct mode *m)
 		       unpatched ?
 			       "; no-reclaim-wait: the unpatched kernel's reclaim, docs/simulator.md" :
 			       "");
+		if (unpatched || pol == SIM_POLICY_NO_RECLAIM_WAIT)
+			printf("(no-reclaim-wait: held by the machine's dirty limits, %llu GiB "
+			       "of memory: background %llu MiB, dirty %llu MiB)\n",
+			       EXT3_MEMORY / GIB, EXT3_MEMORY / 10 >> 20, EXT3_MEMORY / 5 >> 20);
+		if (differs[0])
+			print_star_note(nrw_survived_why);
+		if (differs[1])
+			print_star_note(nrw_oom_why);
 		worst_print(&worst);
 		return 0;
 	}

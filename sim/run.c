@@ -34,7 +34,9 @@
  * for a commit and waits (the wait counts as its pause). Under
  * no-reclaim-wait the host is the Linux kernel before its memcg reclaim
  * waited for writeback (the memcg seed): dirty throttling is not per domain
- * (only the root's thresholds, from --memory, hold the writer), and a charge
+ * (a domain has no thresholds of its own: the writer takes the pauses and
+ * waits of the root's, 10 % and 20 % of --memory, the machine's global
+ * dirty limits; they also start background writeback), and a charge
  * that finds its domain full reclaims what it can free at once; when what
  * holds the domain is only dirty data (a memcg's reclaim may not write it:
  * it wakes the flushers) and data under writeback (which it does not wait
@@ -256,11 +258,15 @@ int sim_domains_create(us_engine *e, const struct sim_config *c, us_domain **dom
 		us_domain *p = d->parent >= 0 ? dom[d->parent] : NULL;
 
 		if (us_domain_create(e, p, d->name, 0, &dom[i]) ||
-		    /* naive: no curve, no background writeback; no-reclaim-wait:
-		     * no throttling per domain, only the root's */
-		    ((c->policy == SIM_POLICY_NAIVE || c->policy == SIM_POLICY_NO_RECLAIM_WAIT) &&
+		    /* naive: no curve, no background writeback */
+		    (c->policy == SIM_POLICY_NAIVE &&
 		     (us_domain_set_limit(dom[i], US_LIMIT_DIRTY_RATIO, 100) ||
 		      us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_RATIO, 99))) ||
+		    /* no-reclaim-wait: no thresholds per domain, only the
+		     * root's (the machine's global dirty limits) */
+		    (c->policy == SIM_POLICY_NO_RECLAIM_WAIT &&
+		     (us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BYTES, US_UNLIMITED) ||
+		      us_domain_set_limit(dom[i], US_LIMIT_DIRTY_BG_BYTES, US_UNLIMITED))) ||
 		    (d->max != UINT64_MAX && us_domain_set_limit(dom[i], US_LIMIT_MAX, d->max)) ||
 		    (d->high != UINT64_MAX &&
 		     us_domain_set_limit(dom[i], US_LIMIT_HIGH, d->high)) ||
@@ -657,7 +663,9 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			struct wstate *x = &w[i = due[j]];
 			const struct sim_writer *cw = &c->wr[i];
 			const struct sim_stripe *st = stripe_of(c, i);
-			bool throttled = c->policy == SIM_POLICY_UNSTABLE;
+			/* no-reclaim-wait: held by the root's thresholds only */
+			bool throttled = c->policy == SIM_POLICY_UNSTABLE ||
+					 c->policy == SIM_POLICY_NO_RECLAIM_WAIT;
 			uint64_t pause = 0, bs, copy, ooff = x->off;
 			us_buf *b;
 			int g, sj = 0;

@@ -190,6 +190,27 @@ case $out in
 	;;
 esac
 expect 2 --realtime --policy no-reclaim-wait --domain a,max=8M --writer a,bytes=8M
+# The memcg table under no-reclaim-wait says, per limit, whether its outcome
+# (OOM or not) is the seed's unpatched kernel's, and why not where it is not:
+# 300M, where the seed's dd survived.
+out=$("$sim" --json --scenario memcg --policy no-reclaim-wait)
+for want in '"domain":"5M","seed_unpatched":"OOM","seed_oom":true,"oom":true,"match":true}' \
+	'"domain":"60M","seed_unpatched":"OOM","seed_oom":true,"oom":true,"match":true}' \
+	'"domain":"300M","seed_unpatched":"51.8","seed_oom":false,"oom":true,"match":false,"why":"' \
+	'"domain":"2G","seed_unpatched":"368.0","seed_oom":false,"oom":false,"match":true}'; do
+	if ! printf '%s\n' "$out" | grep '"kind":"seed"' | grep -qF "$want"; then
+		echo "FAIL: memcg no-reclaim-wait against the seed, no '$want': $out"
+		fail=1
+	fi
+done
+out=$("$sim" --scenario memcg)
+case $out in
+*'no-reclaim-wait       OOM      OOM     OOM*'*"('*': the seed's unpatched dd survived"*) ;;
+*)
+	echo "FAIL: memcg: no-reclaim-wait's 300M not marked and explained: $out"
+	fail=1
+	;;
+esac
 # --trace writes a CSV time series with its header and both kinds of rows.
 trace=$(mktemp)
 "$sim" --domain a,max=16M --writer a,bytes=48M --trace "$trace" >/dev/null
