@@ -501,6 +501,26 @@ static uint64_t writer_ceiling(const struct sim_config *c, const int *nwb, int i
 	return slowest > own / (uint64_t)n ? own : slowest * (uint64_t)n;
 }
 
+/* What a user may look at during a run (sim_config.observe); -1 when the
+ * engine's invariants do not hold, with the message in msg. */
+static int observe(const struct sim_config *c, us_engine *e, us_domain **dom,
+		   const struct wstate *w, char *msg, size_t len)
+{
+	int i;
+
+	for (i = 0; i < c->ndom; i++) {
+		struct us_domain_stats st = { .size = sizeof(st) };
+		struct us_domain_limits lim = { .size = sizeof(lim) };
+
+		us_domain_stats(dom[i], &st);
+		us_domain_effective_limits(dom[i], &lim);
+	}
+	for (i = 0; i < c->nwr; i++)
+		if (w[i].o)
+			(void)us_object_bandwidth(w[i].o);
+	return us_engine_check(e, msg, len) ? -1 : 0;
+}
+
 int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t len)
 {
 	struct us_engine_options opts;
@@ -519,6 +539,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	struct wheap heap = { NULL, 0, NULL };
 	int *due = NULL;
 	FILE *trace = NULL;
+	char msg[256];
 	int i, left, rc = 0;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -623,9 +644,14 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		bool acted = false;
 
 		/* The time series: per domain its bytes and thresholds, per
-		 * writer its rate since the last sample and its last pause. */
-		if (trace && now >= next_sample) {
-			double dt = now > last_sample ? (double)(now - last_sample) / SEC : 0;
+		 * writer its rate since the last sample and its last pause.
+		 * Nothing changes between two steps, so the samples due since
+		 * the last step read the state as it is now, before this
+		 * step's events: the trace never adds a step of its own (an
+		 * extra poll would change what happens). */
+		while (trace && now >= next_sample) {
+			uint64_t ts = next_sample;
+			double dt = ts > last_sample ? (double)(ts - last_sample) / SEC : 0;
 
 			for (i = 0; i < c->ndom; i++) {
 				struct us_domain_stats st = { .size = sizeof(st) };
@@ -634,7 +660,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 				us_domain_stats(dom[i], &st);
 				us_domain_effective_limits(dom[i], &lim);
 				fprintf(trace, "%.3f,domain,%s,%llu,%llu,%llu,%llu,%llu,%llu,,\n",
-					(double)now / SEC, c->dom[i].name,
+					(double)ts / SEC, c->dom[i].name,
 					(unsigned long long)st.dirty_bytes,
 					(unsigned long long)st.writeback_bytes,
 					(unsigned long long)st.unstable_bytes,
@@ -643,16 +669,19 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 					(unsigned long long)lim.dirty_thresh_bytes);
 			}
 			for (i = 0; i < c->nwr; i++) {
-				fprintf(trace, "%.3f,writer,%d,,,,,,,%.0f,%.3f\n",
-					(double)now / SEC, i,
-					dt > 0 ? (double)(w[i].off - last_off[i]) / dt : 0,
+				fprintf(trace, "%.3f,writer,%d,,,,,,,%.0f,%.3f\n", (double)ts / SEC,
+					i, dt > 0 ? (double)(w[i].off - last_off[i]) / dt : 0,
 					(double)last_pause[i] / 1e6);
 				last_off[i] = w[i].off;
 			}
-			last_sample = now;
-			next_sample = now + (c->trace_every_ns ? c->trace_every_ns : 100 * MS);
+			last_sample = ts;
+			next_sample = ts + (c->trace_every_ns ? c->trace_every_ns : 100 * MS);
 		}
 
+		if (c->observe && observe(c, e, dom, w, msg, sizeof(msg)) < 0) {
+			FAIL("at %.6f s, invariant: %s", (double)now / SEC, msg);
+			goto out;
+		}
 		servers_run(srv, nsrv, now);
 		us_engine_poll(e, now, &next);
 		/* The writers due act once each, in the order of their index. */
@@ -771,8 +800,6 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			t = servers_next(srv, nsrv);
 		if (next > now && next < t)
 			t = next;
-		if (trace && next_sample > now && next_sample < t)
-			t = next_sample;
 		if (t == UINT64_MAX || t <= now)
 			t = now + MS;
 		now = t;

@@ -108,6 +108,10 @@ struct sim_config {
 	uint64_t seed;
 	const char *trace;	 /* CSV time series to write, or NULL */
 	uint64_t trace_every_ns; /* its sampling period (default 100 ms) */
+	/* For tests: at every step, us_engine_check() (the run fails if it
+	 * does) and every domain's stats, limits and every writer's bandwidth
+	 * are read; the run's outcome must be the same as without. */
+	bool observe;
 };
 
 struct sim_writer_result {

@@ -318,5 +318,22 @@ for sc in seeds lustre-striped two-backends; do
 		fail=1
 	fi
 done
+# --trace changes nothing: the JSON with and without it is the same byte
+# for byte, wall-clock time aside.
+tmp=$(mktemp -d)
+for run in "--domain a,max=16M --writer a,bytes=64M --writer a,bytes=64M,bs=4K" \
+	"--backend bw=100M/s,commit-lat=200ms --domain a,max=16M --writer a,bytes=32M --writer a,bytes=32M"; do
+	# shellcheck disable=SC2086 # the run's words
+	"$sim" --json $run | sed 's/"wall_seconds":[0-9.]*,//' >"$tmp/plain"
+	# shellcheck disable=SC2086
+	"$sim" --json $run --trace "$tmp/trace.csv" |
+		sed 's/"wall_seconds":[0-9.]*,//' >"$tmp/traced"
+	if ! cmp -s "$tmp/plain" "$tmp/traced" || [ ! -s "$tmp/trace.csv" ]; then
+		echo "FAIL: --trace changed the run $run:"
+		diff "$tmp/plain" "$tmp/traced"
+		fail=1
+	fi
+done
+rm -rf "$tmp"
 [ "$fail" -eq 0 ] && echo "sim_cli: all passed"
 exit $fail

@@ -1,0 +1,164 @@
+/*
+ * Writers that contend: several in one domain, backends of different
+ * speeds side by side, late arrivals; and the rule that looking at a run
+ * never changes it. Each case is a simulator run (sim/) on the engine's
+ * virtual clock, so every figure asserted here is deterministic.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#define _GNU_SOURCE 1 /* mkstemp */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim.h"
+
+#define MS  1000000ull
+#define SEC 1000000000ull
+
+/*
+ * Builds a config from specs, each "b:" the default backend, "B:" a named
+ * backend ("name:spec"), "d:" a domain, "w:" a writer (the command line's
+ * --backend, --domain and --writer); NULL ends the list.
+ */
+static void build(struct sim_config *c, const char *const *spec)
+{
+	char err[256];
+	int rc = 0;
+
+	sim_config_init(c);
+	for (; *spec; spec++) {
+		const char *s = *spec + 2;
+
+		switch ((*spec)[0]) {
+		case 'b':
+			rc = sim_parse_backend(s, &c->backend, err, sizeof(err));
+			break;
+		case 'B':
+			rc = sim_parse_backend_opt(s, c, err, sizeof(err));
+			break;
+		case 'd':
+			rc = sim_parse_domain(s, c, err, sizeof(err));
+			break;
+		default:
+			rc = sim_parse_writer(s, c, err, sizeof(err));
+			break;
+		}
+		ck_assert_msg(rc == 0, "%s: %s", *spec, err);
+	}
+}
+
+static void run(struct sim_config *c, struct sim_result *r)
+{
+	char err[256];
+
+	memset(r, 0, sizeof(*r));
+	ck_assert_msg(sim_run(c, r, err, sizeof(err)) == 0, "run: %s", err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Observation is free.                                                     */
+
+/*
+ * The same runs with a trace written every 10 ms, and with the engine's
+ * invariants checked and every domain's stats and limits read at every
+ * step: every figure of the result is the same (wall-clock time aside).
+ */
+static const char *const observed[][24] = {
+	/* Four writers in one domain (the trace used to add steps). */
+	{ "d:a,max=16M", "w:a,bytes=64M", "w:a,bytes=64M,bs=64K", "w:a,bytes=64M,bs=4K",
+	  "w:a,bytes=64M", NULL },
+	/* Slow commits. */
+	{ "b:bw=100M/s,commit-lat=200ms", "d:a,max=16M", "w:a,bytes=32M", "w:a,bytes=32M", NULL },
+	/* Two backends in one domain, staggered starts in sibling domains. */
+	{ "B:f:bw=1G/s", "B:s:bw=20M/s", "d:p,max=64M", "d:a,parent=p", "d:b,parent=p",
+	  "w:a,bytes=256M,backend=f", "w:a,bytes=16M,backend=s", "w:b,bytes=64M,start=50ms", NULL },
+};
+
+static void same_result(const struct sim_config *c, const struct sim_result *a,
+			const struct sim_result *b)
+{
+	int i;
+
+	ck_assert_uint_eq(a->end_ns, b->end_ns);
+	ck_assert_uint_eq(a->run_ns, b->run_ns);
+	ck_assert_uint_eq(a->server_commits, b->server_commits);
+	ck_assert_uint_eq(a->commits_asked, b->commits_asked);
+	ck_assert_uint_eq(a->backend_bytes, b->backend_bytes);
+	ck_assert(a->jain == b->jain && a->jain_window == b->jain_window);
+	for (i = 0; i < c->nwr; i++) {
+		ck_assert_uint_eq(a->wr[i].bytes, b->wr[i].bytes);
+		ck_assert_uint_eq(a->wr[i].done_ns, b->wr[i].done_ns);
+		ck_assert_uint_eq(a->wr[i].max_pause_ns, b->wr[i].max_pause_ns);
+		ck_assert_uint_eq(a->wr[i].p99_pause_ns, b->wr[i].p99_pause_ns);
+		ck_assert_uint_eq(a->wr[i].max_stall_ns, b->wr[i].max_stall_ns);
+		ck_assert_uint_eq(a->wr[i].enomem, b->wr[i].enomem);
+	}
+	for (i = 0; i < c->ndom; i++) {
+		ck_assert_uint_eq(a->dom[i].peak_charged, b->dom[i].peak_charged);
+		ck_assert_uint_eq(a->dom[i].commits, b->dom[i].commits);
+		ck_assert_uint_eq(a->dom[i].flushes, b->dom[i].flushes);
+		ck_assert_uint_eq(a->dom[i].max_stall_ns, b->dom[i].max_stall_ns);
+	}
+}
+
+START_TEST(test_observation_free)
+{
+	struct sim_config c;
+	struct sim_result plain, seen;
+	char path[] = "/tmp/us-contention-XXXXXX";
+	int fd = mkstemp(path);
+	FILE *f;
+	int lines = 0, ch;
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	build(&c, observed[_i]);
+	run(&c, &plain);
+	c.trace = path;
+	c.trace_every_ns = 10 * MS;
+	c.observe = true;
+	run(&c, &seen);
+	same_result(&c, &plain, &seen);
+	/* The trace was written: a line per domain and writer per 10 ms. */
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	while ((ch = fgetc(f)) != EOF)
+		lines += ch == '\n';
+	fclose(f);
+	unlink(path);
+	ck_assert_uint_ge((uint64_t)lines, (plain.end_ns / (10 * MS)) * (uint64_t)c.nwr / 2);
+	fprintf(stderr, "observed run %d: %.3f s of virtual time, %d trace lines, same result\n",
+		_i, (double)plain.end_ns / SEC, lines);
+	sim_result_free(&plain);
+	sim_result_free(&seen);
+	sim_config_free(&c);
+}
+END_TEST
+
+Suite *contention_suite(void);
+
+Suite *contention_suite(void)
+{
+	Suite *s = suite_create("contention");
+	TCase *tc = tcase_create("observe");
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, test_observation_free, 0,
+			    (int)(sizeof(observed) / sizeof(observed[0])));
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(contention_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
