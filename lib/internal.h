@@ -261,11 +261,12 @@ struct us_domain {
 	/* Bytes the subtree's commit pipelines hold at their measured rates
 	 * (wb.c); raises ratio thresholds (throttle.c). */
 	uint64_t pipe_bytes;
-	/* The rates (us__wb_rate()) of the subtree's active writeback contexts
-	 * (wb.c: bw_own()), its children's part (bw_kids), updated with the
-	 * pipelines: the base of each context's share of the dirty limits
-	 * (throttle.c). */
-	uint64_t bw_sum, bw_kids;
+	/* The weights (us__wb_share_rate()) of the subtree's active writeback
+	 * contexts (wb.c: bw_own()), its children's part (bw_kids), updated
+	 * with the pipelines: the base of each context's share of the dirty
+	 * limits (throttle.c); and those of its own contexts that became
+	 * active since (bw_join, wb.c: share_join()). */
+	uint64_t bw_sum, bw_kids, bw_join;
 	/* The sum of the children's pipe_bytes (I10), and the chains a poll
 	 * recomputes: marked domains, each on its parent's pipe_marked_kids. */
 	uint64_t pipe_kids;
@@ -346,7 +347,9 @@ struct us_wb {
 	uint64_t bw_stamp_ns;  /* last sample */
 	uint64_t bw_cleaned;   /* cleaned at the last sample */
 	uint64_t bw_last;      /* the last sample alone, bytes per second */
-	uint64_t bw_counted;   /* its rate in its domains' bw_sum, 0: not in it */
+	uint64_t bw_counted;   /* its weight in its domains' bw_sum, 0: not in it */
+	bool bw_measured;      /* a sample saw it clean data (its bw is its own) */
+	uint64_t bw_joined;    /* its part of domain->bw_join, 0: none */
 	struct us_list gate_q; /* writers waiting at its share (turn.c) */
 	/* The pace of each of its writers (wb.c: us__wb_ratelimit()): bytes
 	 * per second at a position ratio of 1, 0 before the first estimate;
@@ -686,6 +689,9 @@ void us__wb_lists(struct us_wb *wb);
 bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now);
 void us__commit_latency(us_backend *bk, uint64_t ns);
 uint64_t us__wb_rate(const struct us_wb *wb);
+/* Its weight in the shares of its domains' thresholds (wb.c, SHARES in
+ * throttle.c): its rate once measured, 1 before. */
+uint64_t us__wb_share_rate(const struct us_wb *wb);
 uint64_t us__wb_link_rate(const struct us_wb *wb);
 /* The rate each writer of wb may dirty at, at a position ratio of 1. */
 uint64_t us__wb_ratelimit(const struct us_wb *wb);

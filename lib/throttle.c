@@ -201,12 +201,22 @@ static void position_shared(struct throttle *t, const us_domain *d, struct level
 			    uint64_t others)
 {
 	const struct us_wb *wb = t->wb;
-	uint64_t mine = wb_pinned(wb), own = own_pinned(t), rate = us__wb_rate(wb), run, tw, bw;
+	uint64_t mine = wb_pinned(wb), own = own_pinned(t), rate = us__wb_share_rate(wb), run, tw,
+		 bw;
 	double f;
 
 	if (!rate)
 		rate = 1;
-	f = (double)rate / ((double)rate + (double)others);
+	/* Not measured yet, beside a context that is (others' weights are
+	 * rates; an unmeasured context weighs 1), or beside any other context
+	 * of its own domain (where a writer at memory speed would fill the
+	 * threshold in the milliseconds before the first measurement): the
+	 * least share, until its completions say what it is worth. Sibling
+	 * domains that start together split their parent's evenly. */
+	if (rate > 1 || (others < 1024 && d != wb->domain))
+		f = (double)rate / ((double)rate + (double)others);
+	else
+		f = 0;
 	run = min64(l.dirty, d->engine->max_flush_bytes);
 	tw = (uint64_t)((double)l.dirty * f);
 	if (tw < run)
@@ -284,8 +294,18 @@ static struct level eval(us_domain *d, struct throttle *t)
 	}
 	if (pinned > l.bg)
 		t->bg = true;
-	if (t->wb && d->bw_sum > t->wb->bw_counted)
-		others = d->bw_sum - t->wb->bw_counted;
+	if (t->wb) {
+		/* Contexts of d that became active since the last update count
+		 * at d's own level (wb.c: share_join()). */
+		uint64_t sum = d->bw_sum, mine = t->wb->bw_counted;
+
+		if (d == t->wb->domain) {
+			sum = sat_add(sum, d->bw_join);
+			mine = sat_add(mine, t->wb->bw_joined);
+		}
+		if (sum > mine)
+			others = sum - mine;
+	}
 	if (others && l.dirty)
 		position_shared(t, d, l, pinned, others);
 	else

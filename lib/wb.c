@@ -89,6 +89,7 @@ void us__wb_detach(us_object *o)
 		return;
 	assert(us_list_empty(&wb->dirty_objs) && !wb->dirty && !wb->writeback && !wb->unstable);
 	bw_forget(wb->domain, wb->bw_counted);
+	wb->domain->bw_join -= min_u64(wb->bw_joined, wb->domain->bw_join);
 	assert(us_list_empty(&wb->dirty_link) && us_list_empty(&wb->flight_link));
 	us_list_del(&wb->bk_link);
 	us_list_del(&wb->dom_link);
@@ -128,6 +129,27 @@ bool us__link_sample(us_engine *e, us_backend *bk, uint64_t now)
 }
 
 /*
+ * A context that becomes active takes its share of its own domain's
+ * thresholds at once (SHARES in throttle.c), not at the next pipeline
+ * update: a context that starts while another of its domain writes must
+ * not run on the whole of the threshold meanwhile (a writer at memory
+ * speed fills it in milliseconds). Its weight is kept apart (bw_join), for
+ * its domain's level only, until the next update counts it in every sum
+ * of its chain (bw_own()). Ancestors' shares wait for that update: between
+ * sibling domains it is their own limits that hold each.
+ */
+static void share_join(struct us_wb *wb)
+{
+	uint64_t w;
+
+	if (wb->bw_counted || wb->bw_joined)
+		return;
+	w = us__wb_share_rate(wb);
+	wb->bw_joined = w;
+	wb->domain->bw_join = sat_add(wb->domain->bw_join, w);
+}
+
+/*
  * The backend's lists of contexts with dirty data and with data in flight,
  * and its count of contexts with either, kept as the counters change, so
  * that the poll visits only the contexts that have something to write and
@@ -148,10 +170,12 @@ void us__wb_lists(struct us_wb *wb)
 	else if (!wb->writeback && !us_list_empty(&wb->flight_link))
 		us_list_del(&wb->flight_link);
 	if (was != (wb->dirty || wb->writeback)) {
-		if (was)
+		if (was) {
 			bk->nactive--;
-		else
+		} else {
 			bk->nactive++;
+			share_join(wb);
+		}
 	}
 }
 
@@ -245,6 +269,8 @@ bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
 	delta = wb->cleaned - wb->bw_cleaned;
 	wb->bw_stamp_ns = now;
 	wb->bw_cleaned = wb->cleaned;
+	if (delta)
+		wb->bw_measured = true;
 	if (delta == 0 && wb->writeback == 0 && wb->unstable == 0) {
 		wb->bw_last = 0; /* idle: nothing learnt, and no burst to keep */
 		return true;
@@ -270,6 +296,27 @@ bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
 uint64_t us__wb_rate(const struct us_wb *wb)
 {
 	return wb->bw > wb->bw_last ? wb->bw : wb->bw_last;
+}
+
+/*
+ * A context's weight in the shares of its domains' thresholds: its rate,
+ * once a sample saw it clean data; before, its part of its backend's link
+ * if that was measured (a fast context whose writers pause between bursts
+ * may go idle before each sample); else 1 byte per second, as Linux's
+ * writeout fraction starts at 0. So a context whose backend has not
+ * completed a write yet gets the least share (one run: throttle.c) until
+ * its completions say what it is worth, and is still seen by the others.
+ */
+uint64_t us__wb_share_rate(const struct us_wb *wb)
+{
+	if (wb->bw_measured)
+		return us__wb_rate(wb);
+	if (wb->backend->wbw) {
+		uint64_t r = us__wb_link_rate(wb);
+
+		return r > 1 ? r : 2;
+	}
+	return 1;
 }
 
 /*
@@ -365,13 +412,15 @@ static uint64_t bw_own(us_domain *d)
 	struct us_list *pos;
 	uint64_t sum = 0;
 
+	d->bw_join = 0;
 	us_list_for_each (pos, &d->wbs) {
 		struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
 		bool active =
 			wb->dirty || wb->writeback ||
 			(wb->unstable && (wb->backend->sync_target || wb->backend->commits_busy));
 
-		wb->bw_counted = active ? us__wb_rate(wb) : 0;
+		wb->bw_counted = active ? us__wb_share_rate(wb) : 0;
+		wb->bw_joined = 0;
 		sum = sat_add(sum, wb->bw_counted);
 	}
 	return sum;
