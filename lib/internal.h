@@ -267,6 +267,11 @@ struct us_domain {
 	 * limits (throttle.c); and those of its own contexts that became
 	 * active since (bw_join, wb.c: share_join()). */
 	uint64_t bw_sum, bw_kids, bw_join;
+	/* The dirty threshold its writers are held to (throttle.c: landing()):
+	 * the threshold itself, or, after it fell, a limit that follows it
+	 * down by an eighth of the way per bandwidth interval; and the time
+	 * it last moved. */
+	uint64_t landing, landing_ns;
 	/* The sum of the children's pipe_bytes (I10), and the chains a poll
 	 * recomputes: marked domains, each on its parent's pipe_marked_kids. */
 	uint64_t pipe_kids;

@@ -233,6 +233,38 @@ static void position_shared(struct throttle *t, const us_domain *d, struct level
 }
 
 /*
+ * LANDING. A domain's dirty threshold falls when its share of the machine
+ * does (more domains active, its pipeline resized to its part of a
+ * backend's link). A writer that dirtied up to the old one would find the
+ * gate shut until its data drained below the new one: a stall of seconds,
+ * and writers that came later would finish first. So writers are held to
+ * a limit that rises with the threshold at once and follows it down by an
+ * eighth of the way per bandwidth interval (as Linux's dirty_limit follows
+ * its threshold down), never below the pinned bytes while it lands: the
+ * position ratio, computed on it, slows the writer as it comes down, and
+ * the gate closes only when pinned reaches it. The thresholds reported
+ * (us_domain_effective_limits()) are the thresholds themselves.
+ */
+static uint64_t landing(us_domain *d, uint64_t dirty, uint64_t pinned)
+{
+	us_engine *e = d->engine;
+	uint64_t now = us__now(e), target = dirty > pinned ? dirty : pinned;
+
+	if (dirty >= d->landing || !e->bw_interval_ns) {
+		d->landing = dirty;
+		d->landing_ns = now;
+		return dirty;
+	}
+	while (d->landing > target && now >= d->landing_ns + e->bw_interval_ns) {
+		d->landing -= (d->landing - target + 7) / 8;
+		d->landing_ns += e->bw_interval_ns;
+	}
+	if (d->landing <= target)
+		d->landing_ns = now;
+	return d->landing > dirty ? d->landing : dirty;
+}
+
+/*
  * The thresholds of d, computed from the root down in one pass: O(depth).
  * When t is given, d is also checked against them and t updated.
  *
@@ -294,6 +326,7 @@ static struct level eval(us_domain *d, struct throttle *t)
 	}
 	if (pinned > l.bg)
 		t->bg = true;
+	l.dirty = landing(d, l.dirty, pinned);
 	if (t->wb) {
 		/* Contexts of d that became active since the last update count
 		 * at d's own level (wb.c: share_join()). */
@@ -624,8 +657,10 @@ int us_object_balance(us_object *o, uint64_t *pause_ns)
 	high = o->high_debt_ns;
 	rc = us__throttle(o, 0, &pause, &wake);
 	/* Its pace, not only a gate, can hold it: what it dirtied keeps it a
-	 * while yet (a memory.high delay alone is returned with 0). */
-	if (rc == 0 && pause > high)
+	 * while yet (a memory.high delay alone is returned with 0). A writer
+	 * that holds nothing pinned is never held: it takes the pause after
+	 * its next dirtying instead. */
+	if (rc == 0 && pause > high && o->pinned)
 		rc = -EAGAIN;
 	if (pause || us__stalling(o))
 		us__stall_note(o, false, pause);

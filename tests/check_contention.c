@@ -220,6 +220,56 @@ START_TEST(test_fast_beside_slow)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* No stale thresholds.                                                     */
+
+/*
+ * Staggered starts: 100 domains of 16 MiB, a writer of 48 MiB in each
+ * starting 10 ms after the one before; 16 writers of 512 MiB in one domain
+ * of 64 MiB, 50 ms apart. A threshold that falls as others arrive must not
+ * stop a writer that dirtied up to it: no writer goes 300 ms without
+ * progress (before the landing limit: 1,030 ms in the first case).
+ */
+START_TEST(test_staggered)
+{
+	static char spec[128][64];
+	const char *specs[130];
+	struct sim_config c;
+	struct sim_result r;
+	uint64_t stall = 0;
+	int i, n = _i == 0 ? 100 : 16, k = 0;
+
+	if (_i == 0)
+		snprintf(spec[k], sizeof(spec[k]), "d:d,count=100,max=16M");
+	else
+		snprintf(spec[k], sizeof(spec[k]), "d:a,max=64M");
+	specs[k] = spec[k];
+	k++;
+	for (i = 0; i < n; i++, k++) {
+		if (_i == 0)
+			snprintf(spec[k], sizeof(spec[k]), "w:d-%d,bytes=48M,start=%dms", i + 1,
+				 10 * i);
+		else
+			snprintf(spec[k], sizeof(spec[k]), "w:a,bytes=512M,start=%dms", 50 * i);
+		specs[k] = spec[k];
+	}
+	specs[k] = NULL;
+	build(&c, specs);
+	run(&c, &r);
+	for (i = 0; i < n; i++) {
+		ck_assert_uint_eq(r.wr[i].bytes, c.wr[i].bytes);
+		ck_assert_uint_eq(r.wr[i].enomem, 0);
+		if (r.wr[i].max_stall_ns > stall)
+			stall = r.wr[i].max_stall_ns;
+	}
+	fprintf(stderr, "staggered %s: longest stall %.0f ms\n", _i == 0 ? "domains" : "writers",
+		(double)stall / 1e6);
+	ck_assert_uint_le(stall, 300 * MS);
+	sim_result_free(&r);
+	sim_config_free(&c);
+}
+END_TEST
+
 Suite *contention_suite(void);
 
 Suite *contention_suite(void)
@@ -234,6 +284,10 @@ Suite *contention_suite(void)
 	tc = tcase_create("shares");
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_fast_beside_slow, 0, (int)(sizeof(fs) / sizeof(fs[0])));
+	suite_add_tcase(s, tc);
+	tc = tcase_create("staggered");
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, test_staggered, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
