@@ -151,13 +151,14 @@ static inline void us_list_del(struct us_list *n)
 
 /*
  * A writer's place in a queue of waiters (turn.c): q is the queue it waits
- * in (NULL: none), ticket its engine-wide arrival number, due_ns the time it
- * was told to come back.
+ * in (NULL: none), key its writer's pace when it joined (the queue's order),
+ * ticket its engine-wide arrival number (among equal keys), due_ns the time
+ * it was told to come back.
  */
 struct us_turn {
 	struct us_list link;
 	struct us_list *q;
-	uint64_t ticket, due_ns;
+	uint64_t key, ticket, due_ns;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -292,7 +293,7 @@ struct us_domain {
 	struct us_list *lru_head; /* lru.next when lru_min was last set */
 	/* Writeback contexts of this domain alone (us_wb.dom_link). */
 	struct us_list wbs;
-	/* Writers waiting, oldest first (turn.c): at this domain's dirty
+	/* Writers waiting, by virtual time (turn.c): at this domain's dirty
 	 * threshold (gate_q), and for room under its max (room_q). */
 	struct us_list gate_q, room_q;
 	/*
@@ -421,6 +422,10 @@ struct us_object {
 	 * last pace estimate: the bytes it dirtied and the time it waited. */
 	struct us_list rl_link;
 	uint64_t rl_bytes, rl_wait_ns;
+	/* Its writer's virtual time: each byte it dirtied moves it on by the
+	 * time that byte takes at its context's ratelimit, from now if it is
+	 * behind (wb.c); its place among waiters (turn.c). */
+	uint64_t vtime_ns;
 	/* Its writer's places among the waiters (turn.c): at a dirty
 	 * threshold's gate, and for room under a max. */
 	struct us_turn gate, room;
@@ -721,16 +726,21 @@ void us__pipe_forget(us_domain *d);
 void us__domain_thresholds(const us_domain *d, uint64_t *bg, uint64_t *dirty);
 /* The pause for a writer of o that dirtied bytes; -EAGAIN at the limit. */
 int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake);
-/* turn.c: waiters served in arrival order. Under the lock. */
-/* t waits in q (joins at the end unless it waits there already) and will
+/* turn.c: waiters served in the order of their writers' virtual time. Under
+ * the lock. key: max(o->vtime_ns, now) (us__turn_key()). */
+/* t waits in q (joins in key order unless it waits there already) and will
  * be back at due_ns. */
-void us__turn_join(us_engine *e, struct us_turn *t, struct us_list *q, uint64_t due_ns);
+void us__turn_join(us_engine *e, struct us_turn *t, struct us_list *q, uint64_t key,
+		   uint64_t due_ns);
 void us__turn_leave(struct us_turn *t);
-/* The live waiter of q that t must let go first, or NULL (q's stale heads
- * are dropped on the way); one due back more than soon ns from now is not
- * waited for. */
+/* The live waiter of q that t (of key key, if it is not queued) must let go
+ * first, or NULL (q's stale heads are dropped on the way). */
 struct us_turn *us__turn_ahead(us_engine *e, struct us_list *q, const struct us_turn *t,
-			       uint64_t now, uint64_t soon);
+			       uint64_t key, uint64_t now);
+static inline uint64_t us__turn_key(const us_object *o, uint64_t now)
+{
+	return o->vtime_ns > now ? o->vtime_ns : now;
+}
 
 /* tcache.c: writer caches. us__tcache_get() takes the engine lock itself:
  * call it without. The others, but push, need the lock. */

@@ -499,10 +499,10 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 			us__unlock(e);
 			return 0;
 		}
-		/* Room, but a charge that waited for it first is due now or
-		 * soon and goes first (turn.c): back then, behind it. */
+		/* Room, but a charge that comes first waits for it (turn.c):
+		 * back when that one is due, behind it. */
 		wait = h->due_ns > now + ROOM_TURN_MIN_NS ? h->due_ns - now : ROOM_TURN_MIN_NS;
-		us__turn_join(e, &o->room, h->q, now + wait);
+		us__turn_join(e, &o->room, h->q, us__turn_key(o, now), now + wait);
 		us__unlock(e);
 		if (retry_ns)
 			*retry_ns = wait;
@@ -571,7 +571,8 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 	if (rc == 0)
 		reclaim_done(o->domain);
 	else /* waits for room in top's queue (turn.c) */
-		us__turn_join(e, &o->room, &top->room_q, now + (wait ? wait : 1));
+		us__turn_join(e, &o->room, &top->room_q, us__turn_key(o, now),
+			      now + (wait ? wait : 1));
 	us__unlock(e);
 	if (retry_ns)
 		*retry_ns = rc ? (wait ? wait : 1) : 0;

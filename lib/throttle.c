@@ -534,21 +534,17 @@ static uint64_t pipeline_pause(const us_object *o, uint64_t floor)
 
 /*
  * The waiter o must let go first at a gate of its chain (turn.c): on its
- * context's queue or a domain's from its own up to the root; or NULL. Where
- * commits take longer than a max pause, a waiter due back within a min
- * pause is waited for: woken by a commit's end a little after o, it must
- * still find the room that commit freed, or it would wait a whole commit
- * more. With shorter commits that costs less than keeping the gate shut.
+ * context's queue or a domain's from its own up to the root; or NULL.
  */
 static struct us_turn *gate_ahead(us_object *o, uint64_t now)
 {
 	us_engine *e = o->engine;
-	uint64_t soon = o->backend->commit_lat_ns >= e->max_pause_ns ? e->min_pause_ns : 0;
-	struct us_turn *h = us__turn_ahead(e, &o->wb->gate_q, &o->gate, now, soon);
+	uint64_t key = us__turn_key(o, now);
+	struct us_turn *h = us__turn_ahead(e, &o->wb->gate_q, &o->gate, key, now);
 	us_domain *a;
 
 	for (a = o->domain; a && !h; a = a->parent)
-		h = us__turn_ahead(e, &a->gate_q, &o->gate, now, soon);
+		h = us__turn_ahead(e, &a->gate_q, &o->gate, key, now);
 	return h;
 }
 
@@ -574,7 +570,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 	 * now or soon and goes first (turn.c): back then, behind it. */
 	if (!t.over && o->pinned && (ahead = gate_ahead(o, now))) {
 		pause = pause_floor(o, l);
-		us__turn_join(e, &o->gate, ahead->q, now + pause);
+		us__turn_join(e, &o->gate, ahead->q, us__turn_key(o, now), now + pause);
 		us__domain_event(o->domain, US_EV_OVER_LIMIT, 1);
 		*pause_ns = pause;
 		return -EAGAIN;
@@ -594,7 +590,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		pause = min64(pause, pipeline_pause(o, floor));
 		if (pause < floor) /* a wait, not a spin on the lock */
 			pause = floor;
-		us__turn_join(e, &o->gate, t.over_q, now + pause);
+		us__turn_join(e, &o->gate, t.over_q, us__turn_key(o, now), now + pause);
 		us__domain_event(o->domain, US_EV_OVER_LIMIT, 1);
 		/* What it dirtied counts in its pace all the same (at a
 		 * position ratio of 1): when the gate opens, writers of

@@ -1,5 +1,5 @@
 /*
- * Turns: writers that wait are served in the order they arrived.
+ * Turns: writers that wait are served in the order of what they have had.
  *
  * SPDX-License-Identifier: MIT
  *
@@ -9,47 +9,62 @@
  * (a completion, a commit's batch), and whoever asks first after it takes
  * it. A host that polls its writers in a fixed order, or threads that wake
  * in one, would then serve the same writer at every piece while another
- * waits for ever. So each place keeps a queue of its waiters, oldest first,
- * and room goes to them in that order:
+ * waits for ever; and a writer of 1 MiB blocks served as often as one of 4
+ * KiB blocks would have 256 times its bytes. So each place keeps a queue of
+ * its waiters, ordered by their writers' virtual time (us_object.vtime_ns:
+ * each byte a writer dirtied moves it on by the time that byte takes at its
+ * context's per-writer rate, from now if it is behind: wb.c), and room
+ * goes to them in that order:
  *
  *   - a writer that must wait joins the queue of the place that holds it
- *     (once: it keeps its place while it waits) with a ticket, an engine-wide
- *     number that grows with every join;
+ *     (once: it keeps its place while it waits), keyed by its virtual time
+ *     then (at least now), and by an engine-wide arrival number among equal
+ *     keys;
  *   - a writer may go when, on every queue of its chain (its context's, its
- *     domain's and every ancestor's), the first live waiter is itself, or
- *     arrived after it, or is not due back yet (room that comes while the
- *     first waiter sleeps is not kept empty for it: it would be wasted); a
- *     writer not queued arrived after everyone queued. Room under a max is
- *     kept for a first waiter due back within a min pause: charges wait
- *     for room until the commit that frees it ends, and a waiter woken by
- *     that end a little later than another must still find it;
- *   - a writer that may not go is told to come back shortly (the waiter
- *     ahead of it is due now or soon, and goes first), and joins the queue
- *     that holds it if it was not queued yet;
- *   - a writer that goes leaves its queue; to wait again it joins at the end.
+ *     domain's and every ancestor's), the first live waiter is itself or
+ *     comes after it; a writer not queued goes before the first waiter only
+ *     if its virtual time is behind that waiter's key (it has had less);
+ *   - a writer that may not go is told to come back shortly, and joins the
+ *     queue that holds it if it was not queued yet;
+ *   - a writer that goes leaves its queue; to wait again it joins anew.
  *
- * So the queue only orders writers that want the same room at the same
- * time, such as those woken by the end of a commit that freed a batch: it
- * never makes a writer wait while the room is there and nobody due wants
- * it, and it empties as soon as the room lasts for everyone due.
+ * Equal writers have equal virtual times: they are served in the order
+ * they arrived, never one twice while another waits. A writer of large
+ * blocks moves its virtual time on as far with one block as one of small
+ * blocks with many, so over time both get the same bytes.
+ *
+ * The first waiter is waited for even while it sleeps (the room it is
+ * owed is kept): a writer that comes back at the end of its wait must find
+ * it, or a commit's batch would go to whoever polls most often. That costs
+ * throughput where room comes in pieces much shorter than a pause.
  *
  * A waiter that does not come back (its host gave up writing) must not hold
  * the others: one that is more than a grace (max_pause) past the time it
  * was told to come back loses its place when it is found at the head, and
- * joins at the end again if it returns. A writer's object leaves its queues
- * when it is destroyed.
+ * joins anew if it returns. A writer's object leaves its queues when it is
+ * destroyed.
  *
- * Costs: joining and leaving are O(1); the check looks at the head of each
- * queue of the chain, O(depth), plus the stale heads it drops.
+ * Costs: leaving is O(1); joining walks back from the end of the queue
+ * over the waiters with a larger key (none for equal writers); the check
+ * looks at the head of each queue of the chain, O(depth), plus the stale
+ * heads it drops.
  */
 #include "internal.h"
 
-void us__turn_join(us_engine *e, struct us_turn *t, struct us_list *q, uint64_t due_ns)
+void us__turn_join(us_engine *e, struct us_turn *t, struct us_list *q, uint64_t key,
+		   uint64_t due_ns)
 {
 	if (!t->q) {
+		struct us_list *pos = q->prev;
+
 		t->q = q;
+		t->key = key;
 		t->ticket = ++e->turn_tickets;
-		us_list_add_tail(q, &t->link);
+		/* In key order, arrivals last among equal keys: from the end,
+		 * where a new waiter usually belongs. */
+		while (pos != q && us_container_of(pos, struct us_turn, link)->key > key)
+			pos = pos->prev;
+		us_list_insert_after(pos, &t->link);
 	}
 	t->due_ns = due_ns;
 }
@@ -76,11 +91,15 @@ static struct us_turn *live_head(us_engine *e, struct us_list *q, uint64_t now)
 }
 
 struct us_turn *us__turn_ahead(us_engine *e, struct us_list *q, const struct us_turn *t,
-			       uint64_t now, uint64_t soon)
+			       uint64_t key, uint64_t now)
 {
 	struct us_turn *h = live_head(e, q, now);
 
-	if (!h || h == t || (t->q && h->ticket > t->ticket) || h->due_ns > sat_add(now, soon))
+	if (!h || h == t)
+		return NULL;
+	/* Queued: its own place decides. Not queued: it goes before the
+	 * head only with a smaller pace (it has had less). */
+	if (t->q ? (h->key > t->key || (h->key == t->key && h->ticket > t->ticket)) : h->key > key)
 		return NULL;
 	return h;
 }

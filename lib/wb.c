@@ -243,6 +243,12 @@ static void ratelimit_update(struct us_wb *wb, uint64_t now)
 
 void us__wb_writer_note(us_object *o, uint64_t bytes, uint64_t wait_ns)
 {
+	if (bytes) {
+		uint64_t now = us__now(o->engine), rl = us__wb_ratelimit(o->wb);
+
+		o->vtime_ns = sat_add(o->vtime_ns > now ? o->vtime_ns : now,
+				      (uint64_t)((double)bytes * 1e9 / (double)(rl ? rl : 1)));
+	}
 	if (us_list_empty(&o->rl_link))
 		us_list_add_tail(&o->wb->rl_writers, &o->rl_link);
 	o->rl_bytes += bytes;

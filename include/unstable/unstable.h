@@ -562,10 +562,15 @@ US_EXPORT uint64_t us_object_bandwidth(const us_object *o);
  * throttled domains with reason THROTTLE.
  *
  * The writer is the object: threads writing one object share its pace and
- * its place. Writers waiting at a gate go in the order they first found it
- * closed, whatever order they call in; one that does not call again within
- * US_PARAM_MAX_PAUSE_NS of the time it was given loses its place (it joins
- * at the end when it comes back), so a writer that gave up holds nobody.
+ * its place. Writers waiting at a gate go in the order of what they have
+ * had, whatever order they call in: by their virtual time, which each byte
+ * a writer dirtied moves on by the time that byte takes at its context's
+ * per-writer rate (so equal writers go in the order they first found the
+ * gate closed, none twice while another waits, and a writer of large
+ * blocks as often in bytes as one of small blocks). One that does not call
+ * again within US_PARAM_MAX_PAUSE_NS of the time it was given loses its
+ * place (it joins anew when it comes back), so a writer that gave up holds
+ * nobody.
  * Errors: -EINVAL.
  */
 US_EXPORT int us_object_balance(us_object *o, uint64_t *pause_ns);
