@@ -1004,35 +1004,55 @@ static int lustre_striped(enum sim_policy pol, bool json)
  */
 static int two_backends(enum sim_policy pol, bool json)
 {
-	static const char *const setups[] = { "separate domains", "one domain", "one parent" };
-	static const char *const doms[3][3] = {
+	enum { NSETUP = 5 };
+	static const char *const setups[NSETUP] = { "separate domains", "one domain", "one parent",
+						    "burst, one domain", "burst, 1000:1" };
+	static const char *const doms[NSETUP][3] = {
 		{ "d:F,max=256M", "d:S,max=256M", NULL },
 		{ "d:FS,max=512M", NULL, NULL },
 		{ "d:P,max=512M", "d:F,parent=P", "d:S,parent=P" },
+		{ "d:FS,max=128M", NULL, NULL },
+		{ "d:FS,max=200M", NULL, NULL },
+	};
+	/* The last two: a slow writer that would dirty its whole file at
+	 * memory speed before its backend's speed is known, beside a fast
+	 * writer in one domain (2 GiB/s against 5 MiB/s and 2 MiB/s). */
+	static const char *const bks[NSETUP][2] = {
+		{ "b:fast:bw=1G/s,lat=1ms,rpcs=8,rpc=1M,commit-interval=5s,commit-lat=20ms,journal=1G",
+		  "b:slow:bw=100M/s,lat=5ms,rpcs=8,rpc=1M,commit-interval=5s,commit-lat=20ms,"
+		  "journal=1G" },
+		{ NULL, NULL },
+		{ NULL, NULL },
+		{ "b:fast:bw=2G/s", "b:slow:bw=5M/s" },
+		{ "b:fast:bw=2G/s,commit-lat=10ms", "b:slow:bw=2M/s,commit-lat=10ms" },
+	};
+	static const char *const wrs[NSETUP][2] = {
+		{ "w:F,bytes=4G,backend=fast", "w:S,bytes=1G,backend=slow" },
+		{ "w:FS,bytes=4G,backend=fast", "w:FS,bytes=1G,backend=slow" },
+		{ "w:F,bytes=4G,backend=fast", "w:S,bytes=1G,backend=slow" },
+		{ "w:FS,bytes=8G,backend=fast", "w:FS,bytes=64M,backend=slow" },
+		{ "w:FS,bytes=8G,backend=fast", "w:FS,bytes=256M,backend=slow" },
 	};
 	static struct sim_config c;
 	static struct sim_result r;
-	double rate[3][3][2]; /* setup, run (both, F alone, S alone), writer */
+	double rate[NSETUP][3][2]; /* setup, run (both, F alone, S alone), writer */
 	char err[256];
 	int st, run_, i;
 
-	for (st = 0; st < 3; st++)
+	for (st = 0; st < NSETUP; st++)
 		for (run_ = 0; run_ < 3; run_++) {
+			const char *const *bk = bks[st][0] ? bks[st] : bks[0];
 			const char *specs[8];
 			int n = 0, k;
 
-			specs[n++] = "b:fast:bw=1G/s,lat=1ms,rpcs=8,rpc=1M,commit-interval=5s,"
-				     "commit-lat=20ms,journal=1G";
-			specs[n++] = "b:slow:bw=100M/s,lat=5ms,rpcs=8,rpc=1M,commit-interval=5s,"
-				     "commit-lat=20ms,journal=1G";
+			specs[n++] = bk[0];
+			specs[n++] = bk[1];
 			for (k = 0; k < 3 && doms[st][k]; k++)
 				specs[n++] = doms[st][k];
 			if (run_ != 2)
-				specs[n++] = st == 1 ? "w:FS,bytes=4G,backend=fast" :
-						       "w:F,bytes=4G,backend=fast";
+				specs[n++] = wrs[st][0];
 			if (run_ != 1)
-				specs[n++] = st == 1 ? "w:FS,bytes=1G,backend=slow" :
-						       "w:S,bytes=1G,backend=slow";
+				specs[n++] = wrs[st][1];
 			specs[n] = NULL;
 			if (build(&c, "two-backends", specs))
 				return 1;
@@ -1058,7 +1078,7 @@ static int two_backends(enum sim_policy pol, bool json)
 	       policy_name(pol));
 	printf("%-18s %9s %9s %7s %9s %9s %7s\n", "setup", "F", "F alone", "F/alone", "S",
 	       "S alone", "S/alone");
-	for (st = 0; st < 3; st++) {
+	for (st = 0; st < NSETUP; st++) {
 		printf("%-18s", setups[st]);
 		for (i = 0; i < 2; i++) {
 			double both = rate[st][0][i], solo = rate[st][1 + i][i];
@@ -1073,7 +1093,9 @@ static int two_backends(enum sim_policy pol, bool json)
 		printf("\n");
 	}
 	printf("(separate: F and S in domains of 256M each; one domain: both in one of 512M; one "
-	       "parent: unlimited children of a parent of 512M)\n");
+	       "parent: unlimited children of a parent of 512M; burst: F of 8G to 2 GiB/s beside S "
+	       "of 64M to 5 MiB/s in one domain of 128M, and of 256M to 2 MiB/s with 10 ms commits in "
+	       "200M)\n");
 	return 0;
 }
 
