@@ -197,6 +197,24 @@ static void check_lru_order(struct ctx *c, us_domain *d)
 		     (unsigned long long)m, (unsigned long long)d->lru_min);
 }
 
+/* I12: a queue of waiters in (key, ticket) order, each naming it. */
+static void check_turns(struct ctx *c, const struct us_list *q, const char *what, const void *at)
+{
+	const struct us_list *pos;
+	const struct us_turn *prev = NULL;
+
+	us_list_for_each (pos, q) {
+		const struct us_turn *t = us_container_of(pos, struct us_turn, link);
+
+		if (t->q != q || (prev && (prev->key > t->key ||
+					   (prev->key == t->key && prev->ticket > t->ticket)))) {
+			fail(c, "%s %p: waiters out of order or misfiled (I12)", what, at);
+			return;
+		}
+		prev = t;
+	}
+}
+
 /* Checks d's subtree; leaves d->chk summed over it; returns its credit. */
 static int64_t check_domain(struct ctx *c, us_domain *d)
 {
@@ -206,6 +224,8 @@ static int64_t check_domain(struct ctx *c, us_domain *d)
 	int64_t credit = 0;
 
 	check_lru(c, d);
+	check_turns(c, &d->gate_q, "domain gate", d);
+	check_turns(c, &d->room_q, "domain room", d);
 	us_list_for_each (pos, &d->engine->tcaches) {
 		struct us_tcache *tc = us_container_of(pos, struct us_tcache, link);
 
@@ -406,6 +426,12 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 			    wb->chk[4] != ndirty || wb->cleaned < wb->bw_cleaned)
 				fail(&c, "context %p: counters or dirty list do not add up",
 				     (void *)wb);
+			check_turns(&c, &wb->gate_q, "context gate", wb);
+			us_list_for_each (opos, &wb->rl_writers)
+				if (us_container_of(opos, us_object, rl_link)->wb != wb)
+					fail(&c,
+					     "context %p: a writer of another on its pace list (I12)",
+					     (void *)wb);
 			/* The backend's lists of contexts (wb.c, poll.c). */
 			if (!wb->dirty != us_list_empty(&wb->dirty_link) ||
 			    !wb->writeback != us_list_empty(&wb->flight_link))

@@ -39,6 +39,9 @@
  *      outside the poll that marked it.
  * I11. The engine's arena_kids list holds exactly the root's children that
  *      own an arena, in the order of the root's children list.
+ * I12. Every queue of waiters (a domain's gate_q and room_q, a context's
+ *      gate_q) is in (key, ticket) order and each waiter on it names it
+ *      (turn.c); a context's rl_writers holds only its own objects (wb.c).
  *
  * TRANSITIONS (who performs each)
  *
