@@ -557,6 +557,18 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 		us__unlock(e);
 		return rc;
 	}
+	/* Back in a commit latency (between 50 us and a min pause), not at
+	 * the next stall check: the first waiter keeps the room it is owed
+	 * while it sleeps (turn.c), so it must not sleep past the commit that
+	 * frees it. */
+	{
+		uint64_t soon = o->backend->commit_lat_ns;
+
+		soon = soon < ROOM_TURN_MIN_NS ? ROOM_TURN_MIN_NS : soon;
+		soon = soon > e->min_pause_ns ? e->min_pause_ns : soon;
+		if (wait > soon)
+			wait = soon;
+	}
 	us__domain_event(o->domain, US_EV_RECLAIMS, 1);
 	reclaim_collect(e, top, &flushes);
 	if (e->force_commit)

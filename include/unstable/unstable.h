@@ -237,8 +237,9 @@ enum us_param {
 	/* Commits in flight per backend, at most (default 4; a backend-wide
 	 * sync counts for all of them). */
 	US_PARAM_MAX_COMMITS = 10,
-	/* A charge that waits for reclaim waits this long for writeback or
-	 * commit progress before it tries again (default 100 ms) ... */
+	/* A charge that waits for reclaim checks for writeback or commit
+	 * progress at this interval (default 100 ms; it tries again sooner,
+	 * after a commit latency of its backend) ... */
 	US_PARAM_RECLAIM_WAIT_NS = 11,
 	/* ... and fails with -ENOMEM after this many waits in a row without
 	 * any progress while nothing that could free memory was in flight: no
@@ -714,12 +715,14 @@ enum us_buf_state {
  * recently used first. When that cannot make room, it reclaims as
  * us_object_reclaim() does: writes back the subtree's dirty data, forces
  * commits of its unstable data, and waits for progress. In threaded mode
- * the call waits (US_PARAM_RECLAIM_WAIT_NS at a time; on a virtual clock
- * the clock advances); in polled mode, inside a callback, or with
- * US_GET_NOWAIT it returns -EAGAIN instead, and the caller retries after
- * the time us_object_reclaim() gives (the host keeps polling meanwhile).
- * Room goes to the charges that waited for it in the order they came: while
- * an earlier one of o's chain waits, a charge that would fit waits too
+ * the call waits (a commit latency of o's backend at a time, between 50 us
+ * and US_PARAM_MIN_PAUSE_NS; on a virtual clock the clock advances); in
+ * polled mode, inside a callback, or with US_GET_NOWAIT it returns -EAGAIN
+ * instead, and the caller retries after the time us_object_reclaim() gives
+ * (the host keeps polling meanwhile). Room goes to the charges that waited
+ * for it in the order of their writers' virtual time (see
+ * us_object_balance(); equal writers in the order they came): while one of
+ * o's chain that comes first waits, a charge that would fit waits too
  * (-EAGAIN without waiting), until that one is served or loses its place by
  * not coming back within US_PARAM_MAX_PAUSE_NS of its retry time; so a
  * large buffer is not passed for ever by small ones.
