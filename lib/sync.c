@@ -1,5 +1,5 @@
 /*
- * Integrity sync and shutdown (issue 4; DESIGN §4, §5).
+ * Integrity sync and shutdown.
  *
  * SPDX-License-Identifier: MIT
  *
