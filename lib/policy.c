@@ -1,5 +1,5 @@
 /*
- * The commit policy and reclaim beyond eviction (DESIGN §5, §6).
+ * The commit policy and reclaim beyond eviction.
  *
  * SPDX-License-Identifier: MIT
  *

@@ -747,7 +747,7 @@ US_EXPORT int us_buf_get(us_object *o, uint64_t offset, uint64_t length, unsigne
 
 /*
  * One step of reclaim for a charge of length bytes in o's domain, without
- * blocking (DESIGN §6; lib/policy.c). Returns 0 when the charge fits now
+ * blocking (lib/policy.c). Returns 0 when the charge fits now
  * (after evicting, if need be, on the charge itself); -EAGAIN when it waits
  * for writeback or commit progress that this call started (flushes with
  * reason US_REASON_RECLAIM, commits or a sync, buffers marked
