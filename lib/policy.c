@@ -500,9 +500,9 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 			return 0;
 		}
 		/* Room, but a charge that comes first waits for it (turn.c):
-		 * back when that one is due, behind it. */
+		 * back when that one is due. Held by the order, not by the
+		 * room, it takes no place in the queue. */
 		wait = h->due_ns > now + ROOM_TURN_MIN_NS ? h->due_ns - now : ROOM_TURN_MIN_NS;
-		us__turn_join(e, &o->room, h->q, us__turn_key(o, now), now + wait);
 		us__unlock(e);
 		if (retry_ns)
 			*retry_ns = wait;

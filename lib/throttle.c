@@ -553,7 +553,6 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 	struct throttle t = THROTTLE_INIT;
 	us_engine *e = o->engine;
 	uint64_t bw = us__wb_link_rate(o->wb), pause, floor, owed, now = us__now(e);
-	struct us_turn *ahead;
 	struct level l;
 	bool shared;
 
@@ -567,10 +566,11 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 	if (wake)
 		*wake = t.bg;
 	/* Under every limit, but a writer that waited before this one is due
-	 * now or soon and goes first (turn.c): back then, behind it. */
-	if (!t.over && o->pinned && (ahead = gate_ahead(o, now))) {
+	 * now or soon and goes first (turn.c): back then. It takes no place
+	 * in the queue: it is held by the order, not by a limit, and a queue
+	 * of such writers would each wait for the one before it to wake. */
+	if (!t.over && o->pinned && gate_ahead(o, now)) {
 		pause = pause_floor(o, l);
-		us__turn_join(e, &o->gate, ahead->q, us__turn_key(o, now), now + pause);
 		us__domain_event(o->domain, US_EV_OVER_LIMIT, 1);
 		*pause_ns = pause;
 		return -EAGAIN;
@@ -630,12 +630,28 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 	/* What the pipeline cut short is forgiven to a writer alone (the
 	 * pipeline is clear when it comes back). Among writers that share the
 	 * context (its ratelimit below the link's rate) it is still owed, up
-	 * to a max pause: a writer of large blocks is not forgiven more than
-	 * one of small blocks when both are woken at a commit's end. */
+	 * to a max pause but no more than this dirtying's own cost at the
+	 * ratelimit (a position ratio near 0 at the instant of one dirtying is
+	 * not a debt of a max pause for its writer alone); and the writer is
+	 * told so (US_DIRTY_OVER_LIMIT): it asks us_object_balance() before it
+	 * dirties again, which holds it until its pace is due. So a writer of
+	 * large blocks, each of which outruns the pause, is not served at
+	 * every commit's end as often as one of small blocks. */
 	shared = (double)us__wb_ratelimit(o->wb) < 0.75 * (double)bw;
-	o->pace_ns = min64(o->pace_ns, now + pause + (shared ? e->max_pause_ns : 0));
+	if (shared) {
+		uint64_t carry = e->max_pause_ns;
+
+		if (bytes)
+			carry = min64(carry,
+				      full_rate_pause(e, bytes, (double)us__wb_ratelimit(o->wb)));
+		o->pace_ns = min64(o->pace_ns, now + pause + carry);
+	} else {
+		o->pace_ns = min64(o->pace_ns, now + pause);
+	}
 	account_pause(o->domain, pause);
 	*pause_ns = pause;
+	if (shared && bytes && o->pace_ns > now + pause + min_pause(o, floor))
+		return -EAGAIN;
 	return 0;
 }
 

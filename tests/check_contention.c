@@ -148,20 +148,23 @@ END_TEST
  * multiple of bandwidth x C; together they write 4 s of the bound min(bw,
  * max / 2C). The targets are a Jain index of 0.99, no writer without
  * progress for longer than max(200 ms, 2C) while a sibling progresses, and
- * 0.9 of the bound. What this asserts is what holds today, with a margin:
- * Jain 0.98, stalls within a quarter second more, 0.85 of the bound at 10x
- * (at 2x the first waiter, whose room is kept while it sleeps, costs up to
- * half of it; with 16 writers in 10 MiB and 1 ms commits the index is
- * 0.66). Before the writers' pace and virtual time: Jain 0.66 to 0.70 with
- * mixed blocks.
+ * 0.9 of the bound. They hold at every point here: Jain 0.99 or more, every
+ * stall within the target, 0.9 of the bound; but with 1 ms commits at 2x,
+ * where each commit's batch is a few blocks, throughput is 0.58 to 0.65 of
+ * the bound (asserted: 0.55). Still open, so not in the grid: 16 writers
+ * with 1 ms commits in 10 MiB (Jain 0.95) and 64 writers (0.87 to 0.95).
+ * Before the writers' pace and virtual time: Jain 0.66 to 0.70 with mixed
+ * blocks; before writers held by the order alone stopped taking a place in
+ * the queues, 0.3 to 0.6 of the bound at 2x and stalls up to 450 ms.
  */
 static const struct {
 	int n;
 	uint64_t clat_ms, mult;
 } sh[] = {
-	{ 2, 1, 2 },	{ 2, 1, 10 },  { 2, 20, 2 },   { 2, 20, 10 },  { 2, 200, 2 },
-	{ 2, 200, 10 }, { 4, 1, 10 },  { 4, 20, 2 },   { 4, 20, 10 },  { 4, 200, 2 },
-	{ 4, 200, 10 }, { 16, 20, 2 }, { 16, 20, 10 }, { 16, 200, 2 }, { 16, 200, 10 },
+	{ 2, 1, 2 },	{ 2, 1, 10 },	 { 2, 20, 2 }, { 2, 20, 10 }, { 2, 200, 2 },
+	{ 2, 200, 10 }, { 4, 1, 2 },	 { 4, 1, 10 }, { 4, 20, 2 },  { 4, 20, 10 },
+	{ 4, 200, 2 },	{ 4, 200, 10 },	 { 16, 1, 2 }, { 16, 20, 2 }, { 16, 20, 10 },
+	{ 16, 200, 2 }, { 16, 200, 10 },
 };
 
 START_TEST(test_writers_share)
@@ -216,11 +219,11 @@ START_TEST(test_writers_share)
 		"%.0f ms (target %.0f), %.3f of the bound\n",
 		n, (unsigned long long)sh[_i].clat_ms, (unsigned long long)sh[_i].mult, r.jain,
 		r.jain_window, (double)stall / 1e6, (double)lim / 1e6, thr);
-	ck_assert_msg(r.jain >= 0.98, "Jain %.4f", r.jain);
+	ck_assert_msg(r.jain >= 0.99, "Jain %.4f", r.jain);
 	ck_assert_msg(fabs(r.jain - sum * sum / ((double)n * sum2)) < 1e-3, "Jain recomputed");
-	ck_assert_msg(stall <= lim + 250 * MS, "stall %.0f ms", (double)stall / 1e6);
-	if (sh[_i].mult >= 10)
-		ck_assert_msg(thr >= 0.85, "%.3f of the bound", thr);
+	ck_assert_msg(stall <= lim, "stall %.0f ms", (double)stall / 1e6);
+	ck_assert_msg(thr >= (sh[_i].clat_ms == 1 && sh[_i].mult == 2 ? 0.55 : 0.9),
+		      "%.3f of the bound", thr);
 	sim_result_free(&r);
 	sim_config_free(&cfg);
 }

@@ -844,8 +844,11 @@ US_EXPORT int us_buf_put(us_buf *b);
  * filter), a rewrite costs one memory fence instead.
  *
  * Returns 0; or US_DIRTY_OVER_LIMIT when a domain is at or above its dirty
- * limit: the caller must then wait until us_object_balance() returns 0
- * before dirtying more (*pause_ns holds the first wait). Errors: -EINVAL
+ * limit, or when the writer shares its context with others and is further
+ * ahead of its pace than the pause returned (the pause was cut short to
+ * wake it when a commit ends): the caller must then wait until
+ * us_object_balance() returns 0 before dirtying more (*pause_ns holds the
+ * first wait). Errors: -EINVAL
  * (NULL, no reference held).
  */
 #define US_DIRTY_OVER_LIMIT 1
