@@ -552,7 +552,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 {
 	struct throttle t = THROTTLE_INIT;
 	us_engine *e = o->engine;
-	uint64_t bw = us__wb_link_rate(o->wb), pause, floor, owed, now = us__now(e);
+	uint64_t bw = us__wb_link_rate(o->wb), pause, floor, owed, carry, now = us__now(e);
 	struct level l;
 	bool shared;
 
@@ -638,16 +638,11 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 	 * large blocks, each of which outruns the pause, is not served at
 	 * every commit's end as often as one of small blocks. */
 	shared = (double)us__wb_ratelimit(o->wb) < 0.75 * (double)bw;
-	if (shared) {
-		uint64_t carry = e->max_pause_ns;
-
-		if (bytes)
-			carry = min64(carry,
-				      full_rate_pause(e, bytes, (double)us__wb_ratelimit(o->wb)));
-		o->pace_ns = min64(o->pace_ns, now + pause + carry);
-	} else {
-		o->pace_ns = min64(o->pace_ns, now + pause);
-	}
+	/* full_rate_pause() is at most a max pause. */
+	carry = !shared ? 0 :
+		bytes	? full_rate_pause(e, bytes, (double)us__wb_ratelimit(o->wb)) :
+			  e->max_pause_ns;
+	o->pace_ns = min64(o->pace_ns, now + pause + carry);
 	account_pause(o->domain, pause);
 	*pause_ns = pause;
 	if (shared && bytes && o->pace_ns > now + pause + min_pause(o, floor))
