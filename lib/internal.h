@@ -156,12 +156,12 @@ static inline void us_list_del(struct us_list *n)
  * A writer's place in a queue of waiters (turn.c): q is the queue it waits
  * in (NULL: none), key its writer's pace when it joined (the queue's order),
  * ticket its engine-wide arrival number (among equal keys), due_ns the time
- * it was told to come back.
+ * it was told to come back, grace_ns how long past it its place is kept.
  */
 struct us_turn {
 	struct us_list link;
 	struct us_list *q;
-	uint64_t key, ticket, due_ns;
+	uint64_t key, ticket, due_ns, grace_ns;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -397,9 +397,11 @@ struct us_backend {
 	uint64_t max_seq;     /* highest seq acknowledged */
 	uint64_t sync_target; /* 0: no sync in flight */
 	uint64_t sync_issued_ns;
-	uint64_t commit_lat_ns; /* commits' latency, running average; 0: none yet */
-	uint64_t pipe_lat_ns;	/* the latency its pipelines were last resized at
-				   outside a bandwidth sample (wb.c) */
+	/* Commits' latency, running average (0: none yet); when the first
+	 * commit was asked, until one completes (wb.c: us__commit_lat_floor());
+	 * the latency its pipelines were last resized at outside a bandwidth
+	 * sample (wb.c). */
+	uint64_t commit_lat_ns, commit_first_ns, pipe_lat_ns;
 	uint64_t commits_busy;
 	uint64_t commit_retry_ns, commit_backoff_ns;
 	uint64_t commit_done_calls, commit_lost_calls;
@@ -701,6 +703,10 @@ void us__wb_detach(us_object *o);
 void us__wb_lists(struct us_wb *wb);
 bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now);
 void us__commit_latency(us_backend *bk, uint64_t ns);
+uint64_t us__commit_lat_floor(const us_backend *bk);
+uint64_t us__commit_due(const us_object *o);
+/* A commit not answered in this long is given up on (policy.c). */
+#define US_COMMIT_TIMEOUT (30 * US_SEC)
 uint64_t us__wb_rate(const struct us_wb *wb);
 /* Its weight in the shares of its domains' thresholds (wb.c, SHARES in
  * throttle.c): its rate once measured, 1 before. */
@@ -738,8 +744,8 @@ void us__turn_join(us_engine *e, struct us_turn *t, struct us_list *q, uint64_t 
 void us__turn_leave(struct us_turn *t);
 /* The live waiter of q that t (of key key, if it is not queued) must let go
  * first, or NULL (q's stale heads are dropped on the way). */
-struct us_turn *us__turn_ahead(us_engine *e, struct us_list *q, const struct us_turn *t,
-			       uint64_t key, uint64_t now);
+struct us_turn *us__turn_ahead(struct us_list *q, const struct us_turn *t, uint64_t key,
+			       uint64_t now);
 static inline uint64_t us__turn_key(const us_object *o, uint64_t now)
 {
 	return o->vtime_ns > now ? o->vtime_ns : now;

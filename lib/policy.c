@@ -56,9 +56,8 @@
  */
 #include "internal.h"
 
-#define US_COMMIT_TIMEOUT (30 * US_SEC)
-#define US_BACKOFF_MIN	  (100 * US_MSEC)
-#define US_BACKOFF_MAX	  (5 * US_SEC)
+#define US_BACKOFF_MIN (100 * US_MSEC)
+#define US_BACKOFF_MAX (5 * US_SEC)
 
 struct us_commit_req {
 	us_backend *bk;
@@ -124,6 +123,8 @@ bool us__want_commit(us_engine *e, us_object *o, bool prefer_sync, enum us_reaso
 		return false; /* asked again at the next poll */
 	r->bk = bk;
 	r->reason = reason;
+	if (!bk->commit_lat_ns && !bk->commit_first_ns)
+		bk->commit_first_ns = now;
 	if (sync) {
 		struct us_list *pos;
 
@@ -557,13 +558,19 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 		us__unlock(e);
 		return rc;
 	}
-	/* Back in a commit latency (between 50 us and a min pause), not at
-	 * the next stall check: the first waiter keeps the room it is owed
-	 * while it sleeps (turn.c), so it must not sleep past the commit that
-	 * frees it. */
+	/* Back in a commit latency (between 50 us and a min pause), or when
+	 * the commit in flight is expected to end if sooner (50 us while it
+	 * is just past that end), not at the next
+	 * stall check: the first waiter keeps the room it is owed while it
+	 * sleeps (turn.c), so it must not sleep past the commit that frees
+	 * it. */
 	{
-		uint64_t soon = o->backend->commit_lat_ns;
+		uint64_t soon = o->backend->commit_lat_ns, end = us__commit_due(o);
 
+		if (end > now && end - now < soon)
+			soon = end - now;
+		else if (end && end <= now && now - end < e->min_pause_ns)
+			soon = 0; /* just past its expected end: due any moment */
 		soon = soon < ROOM_TURN_MIN_NS ? ROOM_TURN_MIN_NS : soon;
 		soon = soon > e->min_pause_ns ? e->min_pause_ns : soon;
 		if (wait > soon)

@@ -186,7 +186,7 @@ struct us_turn *us__room_ahead(us_object *o, uint64_t now)
 	us_domain *a;
 
 	for (a = o->domain; a && !h; a = a->parent)
-		h = us__turn_ahead(o->engine, &a->room_q, &o->room, us__turn_key(o, now), now);
+		h = us__turn_ahead(&a->room_q, &o->room, us__turn_key(o, now), now);
 	return h;
 }
 

@@ -71,9 +71,10 @@
  * wins, and any ancestor at its limit stops it.
  *
  * Every writer of a context is paced by the same rule: what it dirtied
- * costs bytes / (ratelimit * pos_ratio), where ratelimit is the context's
- * per-writer rate (wb.c, THE WRITERS' PACE), and moves the object's pace_ns
- * on by that much. The writer is paused once its pace runs min_pause (10
+ * costs bytes / (ratelimit * max(pos_ratio, 1/4)), where ratelimit is the
+ * context's per-writer rate (wb.c, THE WRITERS' PACE), and moves the
+ * object's pace_ns on by that much, however far that is (a max pause
+ * bounds a sleep, not what a writer owes). The writer is paused once its pace runs min_pause (10
  * ms) ahead of the clock, so a writer of 4 KiB buffers sleeps every few
  * hundred buffers rather than for microseconds each time, and writers of
  * any block size converge to the same rate.
@@ -364,6 +365,23 @@ static uint64_t full_rate_pause(us_engine *e, uint64_t bytes, double rate)
 	return ns >= (double)e->max_pause_ns ? e->max_pause_ns : (uint64_t)ns;
 }
 
+/* What bytes cost a writer's pace at rate (bytes/s): not bounded by a
+ * max pause, which bounds one sleep, not a debt. A writer of 1 MiB blocks
+ * beside writers of 4 KiB ones owes each block's whole time, or it would
+ * be served as often as they are with 256 times their bytes. */
+static uint64_t pace_cost(uint64_t bytes, double rate)
+{
+	double ns = rate >= 1.0 ? (double)bytes * 1e9 / rate : 1e18;
+
+	return ns < 1e18 ? (uint64_t)ns : (uint64_t)1e18;
+}
+
+/* The least position ratio a dirtying is paced at: near the dirty
+ * threshold the ratio falls to 0 and the cost of any dirtying grows without
+ * bound; the gate holds writers there. Every writer's cost is bounded alike
+ * (four times its cost at the ratelimit), whatever its block size. */
+#define US_POS_MIN 0.25
+
 static void account_pause(us_domain *d, uint64_t pause)
 {
 	us__domain_event(d, US_EV_PAUSED, 1);
@@ -487,6 +505,20 @@ static uint64_t min_pause(const us_object *o, uint64_t floor)
 }
 
 /*
+ * When the commit in flight that frees o's data (the backend's sync, or
+ * o's own commit) is expected to end: its start plus the commit latency;
+ * 0 when none is in flight.
+ */
+uint64_t us__commit_due(const us_object *o)
+{
+	const us_backend *bk = o->backend;
+
+	if (!bk->sync_target && !o->commit_target)
+		return 0;
+	return (bk->sync_target ? bk->sync_issued_ns : o->commit_issued_ns) + bk->commit_lat_ns;
+}
+
+/*
  * The longest pause worth taking: the time the writer's context needs to
  * clear what it has in its pipeline (its dirty and writeback bytes at the
  * link's rate, then one commit latency), within [min_pause, max_pause]; or
@@ -514,13 +546,16 @@ static uint64_t pipeline_pause(const us_object *o, uint64_t floor)
 	 * (one polling on a grid of its own lost every commit's room to
 	 * them). One past its expected end is due any moment (the latency is
 	 * an average, and a server that queued it behind another commit
-	 * answers later): look again in a quarter of a commit latency, not
-	 * after a whole pipeline. */
-	if (bk->sync_target || o->commit_target) {
-		end = bk->sync_target ? bk->sync_issued_ns : o->commit_issued_ns;
-		end += bk->commit_lat_ns;
+	 * answers later): for a min pause after that end, look again at the
+	 * floor's grain; later, in a quarter of a commit latency, not after a
+	 * whole pipeline. */
+	end = us__commit_due(o);
+	if (end) {
 		if (end > now && (double)(end - now) < ns) {
 			ns = (double)(end - now);
+			at_end = true;
+		} else if (end <= now && now - end < e->min_pause_ns) {
+			ns = 0; /* just past: look again at the floor's grain */
 			at_end = true;
 		} else if (end <= now && (double)(bk->commit_lat_ns / 4) < ns) {
 			ns = (double)(bk->commit_lat_ns / 4);
@@ -538,13 +573,12 @@ static uint64_t pipeline_pause(const us_object *o, uint64_t floor)
  */
 static struct us_turn *gate_ahead(us_object *o, uint64_t now)
 {
-	us_engine *e = o->engine;
 	uint64_t key = us__turn_key(o, now);
-	struct us_turn *h = us__turn_ahead(e, &o->wb->gate_q, &o->gate, key, now);
+	struct us_turn *h = us__turn_ahead(&o->wb->gate_q, &o->gate, key, now);
 	us_domain *a;
 
 	for (a = o->domain; a && !h; a = a->parent)
-		h = us__turn_ahead(e, &a->gate_q, &o->gate, key, now);
+		h = us__turn_ahead(&a->gate_q, &o->gate, key, now);
 	return h;
 }
 
@@ -552,7 +586,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 {
 	struct throttle t = THROTTLE_INIT;
 	us_engine *e = o->engine;
-	uint64_t bw = us__wb_link_rate(o->wb), pause, floor, owed, carry, now = us__now(e);
+	uint64_t bw = us__wb_link_rate(o->wb), pause, floor, owed, now = us__now(e);
 	struct level l;
 	bool shared;
 
@@ -596,15 +630,14 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		 * position ratio of 1): when the gate opens, writers of
 		 * smaller blocks go before a writer of a large one. */
 		if (bytes)
-			o->pace_ns =
-				sat_add(o->pace_ns > now ? o->pace_ns : now,
-					full_rate_pause(e, bytes, (double)us__wb_ratelimit(o->wb)));
+			o->pace_ns = sat_add(o->pace_ns > now ? o->pace_ns : now,
+					     pace_cost(bytes, (double)us__wb_ratelimit(o->wb)));
 		*pause_ns = pause;
 		return -EAGAIN;
 	}
 	if (!t.paused) {
 		/* Below freerun nothing is paused for; what is owed runs out
-		 * with the clock (within a max pause, see below). */
+		 * with the clock. */
 		*pause_ns = 0;
 		return 0;
 	}
@@ -614,12 +647,10 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		 * dirtied keeps it until pace_ns, counted from its last pace
 		 * or from now if that is past (time it spent away, or waiting
 		 * at a gate, was paid). */
-		double rate = (double)us__wb_ratelimit(o->wb) * t.pos;
-
-		double cost = rate >= 1.0 ? (double)bytes * 1e9 / rate : 1e18;
-
-		o->pace_ns = sat_add(o->pace_ns > now ? o->pace_ns : now,
-				     cost < 1e18 ? (uint64_t)cost : (uint64_t)1e18);
+		o->pace_ns = sat_add(
+			o->pace_ns > now ? o->pace_ns : now,
+			pace_cost(bytes, (double)us__wb_ratelimit(o->wb) *
+						 (t.pos > US_POS_MIN ? t.pos : US_POS_MIN)));
 	}
 	owed = o->pace_ns > now ? o->pace_ns - now : 0;
 	if (owed < min_pause(o, floor)) {
@@ -629,24 +660,35 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 	pause = min64(owed, pipeline_pause(o, floor));
 	/* What the pipeline cut short is forgiven to a writer alone (the
 	 * pipeline is clear when it comes back). Among writers that share the
-	 * context (its ratelimit below the link's rate) it is still owed, up
-	 * to a max pause but no more than this dirtying's own cost at the
-	 * ratelimit (a position ratio near 0 at the instant of one dirtying is
-	 * not a debt of a max pause for its writer alone); and the writer is
+	 * context (its ratelimit below the link's rate) it is still owed (its
+	 * cost was bounded when it was made, US_POS_MIN), and the writer is
 	 * told so (US_DIRTY_OVER_LIMIT): it asks us_object_balance() before it
 	 * dirties again, which holds it until its pace is due. So a writer of
 	 * large blocks, each of which outruns the pause, is not served at
 	 * every commit's end as often as one of small blocks. */
 	shared = (double)us__wb_ratelimit(o->wb) < 0.75 * (double)bw;
-	/* full_rate_pause() is at most a max pause. */
-	carry = !shared ? 0 :
-		bytes	? full_rate_pause(e, bytes, (double)us__wb_ratelimit(o->wb)) :
-			  e->max_pause_ns;
-	o->pace_ns = min64(o->pace_ns, now + pause + carry);
+	if (!shared)
+		o->pace_ns = min64(o->pace_ns, now + pause);
 	account_pause(o->domain, pause);
 	*pause_ns = pause;
-	if (shared && bytes && o->pace_ns > now + pause + min_pause(o, floor))
+	/* Beside others, a pace still ahead holds the writer whether or not
+	 * it holds anything pinned (its data may all be committed while it
+	 * owes a large block's time): time alone ends it. */
+	if (shared && (!bytes || o->pace_ns > now + pause + min_pause(o, floor)))
 		return -EAGAIN;
+	return 0;
+}
+
+int us_object_pace(us_object *o, uint64_t *owed_ns)
+{
+	uint64_t now;
+
+	if (!o || !owed_ns)
+		return -EINVAL;
+	us__lock(o->engine);
+	now = us__now(o->engine);
+	*owed_ns = o->pace_ns > now ? o->pace_ns - now : 0;
+	us__unlock(o->engine);
 	return 0;
 }
 
@@ -665,8 +707,9 @@ int us_object_balance(us_object *o, uint64_t *pause_ns)
 	rc = us__throttle(o, 0, &pause, &wake);
 	/* Its pace, not only a gate, can hold it: what it dirtied keeps it a
 	 * while yet (a memory.high delay alone is returned with 0). A writer
-	 * that holds nothing pinned is never held: it takes the pause after
-	 * its next dirtying instead. */
+	 * alone on its context that holds nothing pinned is not held: it
+	 * takes the pause after its next dirtying instead (beside others,
+	 * throttle() holds it by its pace all the same). */
 	if (rc == 0 && pause > high && o->pinned)
 		rc = -EAGAIN;
 	if (pause || us__stalling(o))

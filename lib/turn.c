@@ -42,11 +42,12 @@
  * it, or a commit's batch would go to whoever polls most often. That costs
  * throughput where room comes in pieces much shorter than a pause.
  *
- * A waiter that does not come back (its host gave up writing) must not hold
- * the others: one that is more than a grace (max_pause) past the time it
- * was told to come back loses its place when it is found at the head, and
- * joins anew if it returns. A writer's object leaves its queues when it is
- * destroyed.
+ * A waiter that does not come back (its host gave up writing, or wrote its
+ * last block) must not hold the others: one that is more than a grace past
+ * the time it was told to come back (as long again as it was told to wait,
+ * at least a min pause, at most a max pause) loses its place when it is
+ * found at the head, and joins anew if it returns. A writer's object
+ * leaves its queues when it is destroyed.
  *
  * Costs: leaving is O(1); joining walks back from the end of the queue
  * over the waiters with a larger key (none for equal writers); the check
@@ -71,6 +72,14 @@ void us__turn_join(us_engine *e, struct us_turn *t, struct us_list *q, uint64_t 
 		us_list_insert_after(pos, &t->link);
 	}
 	t->due_ns = due_ns;
+	/* As long again as it was told to wait, at least a min pause, at
+	 * most a max pause. */
+	{
+		uint64_t now = us__now(e), w = due_ns > now ? due_ns - now : 0;
+
+		w = w < e->min_pause_ns ? e->min_pause_ns : w;
+		t->grace_ns = w > e->max_pause_ns ? e->max_pause_ns : w;
+	}
 }
 
 void us__turn_leave(struct us_turn *t)
@@ -82,22 +91,22 @@ void us__turn_leave(struct us_turn *t)
 }
 
 /* The first live waiter of q, dropping those that did not come back. */
-static struct us_turn *live_head(us_engine *e, struct us_list *q, uint64_t now)
+static struct us_turn *live_head(struct us_list *q, uint64_t now)
 {
 	while (!us_list_empty(q)) {
 		struct us_turn *h = us_container_of(q->next, struct us_turn, link);
 
-		if (sat_add(h->due_ns, e->max_pause_ns) >= now)
+		if (sat_add(h->due_ns, h->grace_ns) >= now)
 			return h;
 		us__turn_leave(h);
 	}
 	return NULL;
 }
 
-struct us_turn *us__turn_ahead(us_engine *e, struct us_list *q, const struct us_turn *t,
-			       uint64_t key, uint64_t now)
+struct us_turn *us__turn_ahead(struct us_list *q, const struct us_turn *t, uint64_t key,
+			       uint64_t now)
 {
-	struct us_turn *h = live_head(e, q, now);
+	struct us_turn *h = live_head(q, now);
 
 	if (!h || h == t)
 		return NULL;

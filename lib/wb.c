@@ -344,6 +344,24 @@ uint64_t us__wb_link_rate(const struct us_wb *wb)
 	return (bk->wbw ? bk->wbw : us__wb_rate(wb)) / n;
 }
 
+/*
+ * The commit latency a backend's pipelines are sized by: the running
+ * average once a commit has completed; before, the age of the first one
+ * asked (at most US_COMMIT_TIMEOUT), since commits take at least that
+ * long. With 4 s commits the thresholds would otherwise stay at their
+ * ratios for the first 4 s, and the writers stop after a second's worth.
+ */
+uint64_t us__commit_lat_floor(const us_backend *bk)
+{
+	uint64_t now;
+
+	if (bk->commit_lat_ns || !bk->commit_first_ns)
+		return bk->commit_lat_ns;
+	now = us__now(bk->engine);
+	return now - bk->commit_first_ns < US_COMMIT_TIMEOUT ? now - bk->commit_first_ns :
+							       US_COMMIT_TIMEOUT;
+}
+
 void us__commit_latency(us_backend *bk, uint64_t ns)
 {
 	struct us_list *pos;
@@ -401,7 +419,8 @@ static double pipe_own(const us_domain *d)
 	us_list_for_each (pos, &d->wbs) {
 		const struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
 
-		pipe += (double)us__wb_link_rate(wb) * (double)wb->backend->commit_lat_ns / 1e9;
+		pipe += (double)us__wb_link_rate(wb) * (double)us__commit_lat_floor(wb->backend) /
+			1e9;
 	}
 	return pipe;
 }

@@ -1228,6 +1228,15 @@ FN(c_ocd_seq0_b) E(us_object_commit_done(FB->o2, 0))
 FN(c_or_null) E(us_object_reclaim(NULL, 4096, NULL))
 FN(c_or_zero) E(us_object_reclaim(FA->o1, 0, NULL))
 FN(c_or_huge) E(us_object_reclaim(FA->o1, (uint64_t)1 << 33, NULL))
+static int c_op_null(struct fixture *f)
+{
+	uint64_t v = 0xdeadbeefu;
+	int rc = us_object_pace(NULL, &v);
+
+	(void)f;
+	return v == 0xdeadbeefu ? rc : WROTE_OUT;
+}
+FN(c_op_null_out) E(us_object_pace(FA->o1, NULL))
 FN(c_oss_null) E(us_object_sync_start(NULL, NULL, NULL, (us_sync **)SENTINEL))
 FN(c_oss_null_out) E(us_object_sync_start(FA->o1, NULL, NULL, NULL))
 FN(c_dss_null) E(us_domain_sync_start(NULL, NULL, NULL, (us_sync **)SENTINEL))
@@ -1473,6 +1482,8 @@ static const struct bad_case cases[] = {
 	CASE(us_object_reclaim, "NULL object", c_or_null, -EINVAL),
 	CASE(us_object_reclaim, "length 0", c_or_zero, -EINVAL),
 	CASE(us_object_reclaim, "length over 4 GiB", c_or_huge, -EINVAL),
+	CASE(us_object_pace, "NULL object", c_op_null, -EINVAL),
+	CASE(us_object_pace, "NULL out", c_op_null_out, -EINVAL),
 	CASE(us_object_sync_start, "NULL object", c_oss_null, -EINVAL),
 	CASE(us_object_sync_start, "NULL out", c_oss_null_out, -EINVAL),
 	CASE(us_domain_sync_start, "NULL domain", c_dss_null, -EINVAL),
@@ -1632,6 +1643,7 @@ static const char *const public_functions[] = {
 	"us_object_errseq",
 	"us_object_check_error",
 	"us_object_reclaim",
+	"us_object_pace",
 	"us_object_sync_start",
 	"us_domain_sync_start",
 	"us_sync_done",

@@ -6,7 +6,9 @@
  * backends. Asserted in every run, whatever the interleaving:
  *
  *  - no writer is held at the gate (US_DIRTY_OVER_LIMIT, then
- *    us_object_balance() returning -EAGAIN) with nothing of its own pinned;
+ *    us_object_balance() returning -EAGAIN) with nothing of its own pinned
+ *    (its own pace may hold it, us_object_pace(): that needs no other
+ *    writer to move);
  *  - no charge fails with -ENOMEM: every write and commit completes, so
  *    one is always in flight while memory is short;
  *  - no domain is charged past its max; every byte written is committed,
@@ -260,14 +262,19 @@ static void *wr_main(void *arg)
 		atomic_fetch_add(&w->pinned, w->bs);
 		if (rc == US_DIRTY_OVER_LIMIT) {
 			for (;;) {
-				/* Read before: only this writer raises it. */
-				uint64_t before = atomic_load(&w->pinned);
+				/* Read before: only this writer raises it. Its
+				 * pace too: what it owes does not grow while it
+				 * is held and the clock only moves on, so a
+				 * writer that owed nothing before the call is
+				 * held by a gate or the order only. */
+				uint64_t before = atomic_load(&w->pinned), owed = 0;
 
+				tu_assert(us_object_pace(w->o, &owed) == 0, "pace");
 				rc = us_object_balance(w->o, &pause);
 				if (rc != -EAGAIN)
 					break;
 				w->held++;
-				if (!before)
+				if (!before && !owed)
 					w->held_empty++;
 				wr_wait(w, pause);
 			}

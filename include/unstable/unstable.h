@@ -569,12 +569,25 @@ US_EXPORT uint64_t us_object_bandwidth(const us_object *o);
  * per-writer rate (so equal writers go in the order they first found the
  * gate closed, none twice while another waits, and a writer of large
  * blocks as often in bytes as one of small blocks). One that does not call
- * again within US_PARAM_MAX_PAUSE_NS of the time it was given loses its
- * place (it joins anew when it comes back), so a writer that gave up holds
- * nobody.
+ * again within a grace of the time it was given (as long again as the
+ * pause, at least US_PARAM_MIN_PAUSE_NS, at most US_PARAM_MAX_PAUSE_NS)
+ * loses its place (it joins anew when it comes back), so a writer that gave
+ * up, or wrote its last block, holds nobody for long.
  * Errors: -EINVAL.
  */
 US_EXPORT int us_object_balance(us_object *o, uint64_t *pause_ns);
+
+/*
+ * What o's writer still owes of its pace: *owed_ns (not NULL) receives the
+ * time until what it dirtied has been paid for at its context's per-writer
+ * rate, 0 when it owes nothing. Reads state only (it changes no pace and no
+ * place). A writer whose pace is ahead may be held by us_object_balance()
+ * with nothing pinned; one whose pace is due is held only by a gate or by
+ * the order of the waiters, and never with nothing of its own pinned. An
+ * event loop can use it to sleep past a debt instead of polling.
+ * Errors: -EINVAL.
+ */
+US_EXPORT int us_object_pace(us_object *o, uint64_t *owed_ns);
 
 /*
  * The blocking gate: waits (on the engine's clock: a virtual clock is
@@ -724,7 +737,8 @@ enum us_buf_state {
  * us_object_balance(); equal writers in the order they came): while one of
  * o's chain that comes first waits, a charge that would fit waits too
  * (-EAGAIN without waiting), until that one is served or loses its place by
- * not coming back within US_PARAM_MAX_PAUSE_NS of its retry time; so a
+ * not coming back within a grace of its retry time (as long again as its
+ * wait, between US_PARAM_MIN_PAUSE_NS and US_PARAM_MAX_PAUSE_NS); so a
  * large buffer is not passed for ever by small ones.
  * After US_PARAM_RECLAIM_RETRIES waits in a row without any progress and
  * with nothing in flight that could free memory, or after
