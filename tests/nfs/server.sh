@@ -114,7 +114,7 @@ NFS_PID=
 NFS_URL=
 NFS_EXPORT=
 NFS_RPCBIND_PID=   # set only when this library started rpcbind
-NFS_START_SEC=0    # the second the current ganesha started in
+NFS_START_SEC=0    # a second in which the current ganesha answered
 
 # nfs__port VAR: sets VAR to a port nobody listens on (TCP or UDP), not
 # one this library already took.
@@ -194,10 +194,10 @@ EOF
 # export answers a directory listing (30 s at most).
 nfs__launch() {
 	local i
-	# ganesha's write verifier derives from its boot time: start in a
-	# later second than the previous instance, so that it differs.
+	# ganesha's write verifier derives from its boot time (in seconds):
+	# start in a later second than the one in which the previous instance
+	# was seen answering (its boot time is no later), so that it differs.
 	while (($(date +%s) <= NFS_START_SEC)); do sleep 0.05; done
-	NFS_START_SEC=$(date +%s)
 	ganesha.nfsd -F -f "$NFS_SRV_DIR/ganesha.conf" -L "$NFS_SRV_DIR/ganesha.log" \
 		-p "$NFS_SRV_DIR/ganesha.pid" </dev/null >>"$NFS_SRV_DIR/ganesha.out" 2>&1 9>&- &
 	NFS_PID=$!
@@ -215,7 +215,10 @@ nfs__launch() {
 					"than lo with an address" >&2
 			return 1
 		fi
-		timeout 5 nfs-ls "$NFS_URL" >/dev/null 2>&1 && return 0
+		if timeout 5 nfs-ls "$NFS_URL" >/dev/null 2>&1; then
+			NFS_START_SEC=$(date +%s)
+			return 0
+		fi
 		sleep 0.1
 	done
 	tail -n 20 "$NFS_SRV_DIR/ganesha.log" >&2
