@@ -480,6 +480,17 @@ static void reclaim_done(us_domain *d)
 /* The shortest wait behind a charge waiting for room before this one. */
 #define ROOM_TURN_MIN_NS (50 * 1000)
 
+/*
+ * Whether now is just past end, the expected end of a commit in flight:
+ * within 1 ms after it, when a charge waiting for room tries again at a
+ * fine grain. Not longer: where a server queues commits they end long
+ * after it, and every waiter would poll at that grain all the while.
+ */
+static bool just_past(uint64_t end, uint64_t now)
+{
+	return end && end <= now && now - end < US_MSEC;
+}
+
 int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 {
 	us_engine *e = o->engine;
@@ -560,7 +571,7 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 	}
 	/* Back in a commit latency (between 50 us and a min pause), or when
 	 * the commit in flight is expected to end if sooner (50 us while it
-	 * is just past that end), not at the next
+	 * is just past that end: just_past()), not at the next
 	 * stall check: the first waiter keeps the room it is owed while it
 	 * sleeps (turn.c), so it must not sleep past the commit that frees
 	 * it. */
@@ -569,8 +580,8 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 
 		if (end > now && end - now < soon)
 			soon = end - now;
-		else if (end && end <= now && now - end < e->min_pause_ns)
-			soon = 0; /* just past its expected end: due any moment */
+		else if (just_past(end, now))
+			soon = 0; /* due any moment */
 		soon = soon < ROOM_TURN_MIN_NS ? ROOM_TURN_MIN_NS : soon;
 		soon = soon > e->min_pause_ns ? e->min_pause_ns : soon;
 		if (wait > soon)

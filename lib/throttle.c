@@ -546,16 +546,14 @@ static uint64_t pipeline_pause(const us_object *o, uint64_t floor)
 	 * (one polling on a grid of its own lost every commit's room to
 	 * them). One past its expected end is due any moment (the latency is
 	 * an average, and a server that queued it behind another commit
-	 * answers later): for a min pause after that end, look again at the
-	 * floor's grain; later, in a quarter of a commit latency, not after a
-	 * whole pipeline. */
+	 * answers later): look again in a quarter of a commit latency, not
+	 * after a whole pipeline (not at a finer grain: where a server queues
+	 * commits they end long after it, and every writer at the gate would
+	 * poll at that grain all the while). */
 	end = us__commit_due(o);
 	if (end) {
 		if (end > now && (double)(end - now) < ns) {
 			ns = (double)(end - now);
-			at_end = true;
-		} else if (end <= now && now - end < e->min_pause_ns) {
-			ns = 0; /* just past: look again at the floor's grain */
 			at_end = true;
 		} else if (end <= now && (double)(bk->commit_lat_ns / 4) < ns) {
 			ns = (double)(bk->commit_lat_ns / 4);
