@@ -703,8 +703,9 @@ void us__wb_detach(us_object *o);
 void us__wb_lists(struct us_wb *wb);
 bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now);
 void us__commit_latency(us_backend *bk, uint64_t ns);
+/* The latency o's pipelines are sized by: the average, or before a commit
+ * completed the age of the first. */
 uint64_t us__commit_lat_floor(const us_backend *bk);
-uint64_t us__commit_due(const us_object *o);
 /* A commit not answered in this long is given up on (policy.c). */
 #define US_COMMIT_TIMEOUT (30 * US_SEC)
 uint64_t us__wb_rate(const struct us_wb *wb);
@@ -735,6 +736,8 @@ void us__pipe_forget(us_domain *d);
 void us__domain_thresholds(const us_domain *d, uint64_t *bg, uint64_t *dirty);
 /* The pause for a writer of o that dirtied bytes; -EAGAIN at the limit. */
 int us__throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake);
+/* When the commit in flight that frees o's data is expected to end; 0: none. */
+uint64_t us__commit_due(const us_object *o);
 /* turn.c: waiters served in the order of their writers' virtual time. Under
  * the lock. key: max(o->vtime_ns, now) (us__turn_key()). */
 /* t waits in q (joins in key order unless it waits there already) and will

@@ -74,10 +74,10 @@
  * costs bytes / (ratelimit * max(pos_ratio, 1/4)), where ratelimit is the
  * context's per-writer rate (wb.c, THE WRITERS' PACE), and moves the
  * object's pace_ns on by that much, however far that is (a max pause
- * bounds a sleep, not what a writer owes). The writer is paused once its pace runs min_pause (10
- * ms) ahead of the clock, so a writer of 4 KiB buffers sleeps every few
- * hundred buffers rather than for microseconds each time, and writers of
- * any block size converge to the same rate.
+ * bounds a sleep, not what a writer owes). The writer is paused once its
+ * pace runs min_pause (10 ms) ahead of the clock, so a writer of 4 KiB
+ * buffers sleeps every few hundred buffers rather than for microseconds
+ * each time, and writers of any block size converge to the same rate.
  *
  * Worked example: L = 1 GiB, bg = 100 MiB, T = 200 MiB, so freerun = 150 MiB
  * and setpoint = 175 MiB. bw = 100 MiB/s. A writer that dirties 1 MiB when
