@@ -78,14 +78,22 @@ static void account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
 				a->peak_pinned = p;
 		}
 	}
-	if (to == US_BUF_WRITEBACK && !o->backend->writeback)
+	if (to == US_BUF_WRITEBACK && !o->backend->writeback) {
 		o->backend->busy_since_ns = us__now(o->engine);
+		o->backend->wlat_armed = true;
+	}
 	pinned_add(o, from, -(int64_t)b->length);
 	pinned_add(o, to, b->length);
 	if (from == US_BUF_WRITEBACK) {
 		us_backend *bk = o->backend;
 
 		bk->written += b->length;
+		if (bk->wlat_armed && us__now(o->engine) > bk->busy_since_ns) {
+			/* The first write of a busy stretch had no queue (a run
+			 * refused at once is not a write). */
+			bk->wlat_armed = false;
+			us__wlat(bk, us__now(o->engine) - bk->busy_since_ns);
+		}
 		if (!bk->writeback)
 			bk->busy_ns += us__now(o->engine) - bk->busy_since_ns;
 	}

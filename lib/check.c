@@ -410,7 +410,7 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 		}
 		us_list_for_each (wpos, &bk->wbs) {
 			struct us_wb *wb = us_container_of(wpos, struct us_wb, bk_link);
-			uint64_t ndirty = 0, prev = 0;
+			uint64_t ndirty = 0, prev = 0, n;
 
 			us_list_for_each (opos, &wb->dirty_objs) {
 				us_object *o = us_container_of(opos, us_object, dirty_link);
@@ -427,11 +427,19 @@ int us_engine_check(us_engine *e, char *msg, size_t len)
 				fail(&c, "context %p: counters or dirty list do not add up",
 				     (void *)wb);
 			check_turns(&c, &wb->gate_q, "context gate", wb);
-			us_list_for_each (opos, &wb->rl_writers)
+			n = 0;
+			us_list_for_each (opos, &wb->rl_writers) {
+				n++;
 				if (us_container_of(opos, us_object, rl_link)->wb != wb)
 					fail(&c,
 					     "context %p: a writer of another on its pace list (I12)",
 					     (void *)wb);
+			}
+			if (n != wb->rl_nwriters)
+				fail(&c,
+				     "context %p: %llu writers on its pace list, %llu counted (I12)",
+				     (void *)wb, (unsigned long long)n,
+				     (unsigned long long)wb->rl_nwriters);
 			/* The backend's lists of contexts (wb.c, poll.c). */
 			if (!wb->dirty != us_list_empty(&wb->dirty_link) ||
 			    !wb->writeback != us_list_empty(&wb->flight_link))

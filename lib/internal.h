@@ -363,9 +363,10 @@ struct us_wb {
 	/* The pace of each of its writers (wb.c: us__wb_ratelimit()): bytes
 	 * per second at a position ratio of 1, 0 before the first estimate;
 	 * the time of the last estimate, and the objects that dirtied or
-	 * waited since (us_object.rl_link). */
+	 * waited since (us_object.rl_link), rl_nwriters of them. */
 	uint64_t ratelimit, rl_stamp_ns;
 	struct us_list rl_writers;
+	uint64_t rl_nwriters;
 	uint64_t chk[5];	    /* scratch for the checker */
 	struct us_list sample_link; /* engine->wb_samples, by bw_stamp_ns (I9) */
 };
@@ -411,6 +412,14 @@ struct us_backend {
 	 * writes in flight; 0: not measured yet). */
 	uint64_t written, busy_ns, busy_since_ns;
 	uint64_t wbw, wbw_written, wbw_busy, wbw_stamp_ns;
+	/* A write's time in flight with no queue before it (wb.c: us__wlat()):
+	 * the least of this window's and the last's (0: none yet), the
+	 * window's least so far, its link samples left; wlat_armed: the link
+	 * went busy at busy_since_ns and no write has completed since. */
+	uint64_t wlat_ns, wlat_win_ns;
+	unsigned wlat_left;
+	bool wlat_armed;
+	bool wbw_early; /* wbw is what less than 10 ms of writes showed */
 };
 
 struct us_object {
@@ -706,6 +715,8 @@ void us__commit_latency(us_backend *bk, uint64_t ns);
 /* The latency o's pipelines are sized by: the average, or before a commit
  * completed the age of the first. */
 uint64_t us__commit_lat_floor(const us_backend *bk);
+/* A write that found the link idle took ns from flush to completion. */
+void us__wlat(us_backend *bk, uint64_t ns);
 /* A commit not answered in this long is given up on (policy.c). */
 #define US_COMMIT_TIMEOUT (30 * US_SEC)
 uint64_t us__wb_rate(const struct us_wb *wb);

@@ -68,12 +68,16 @@ int us_backend_set_max_inflight(us_backend *bk, uint64_t bytes)
 	return 0;
 }
 
+#define US_BACKEND_STATS_V1 offsetof(struct us_backend_stats, commit_lat_ns)
+
 int us_backend_stats(const us_backend *bk, struct us_backend_stats *st)
 {
 	struct us_backend_stats s;
 	size_t sz;
 
-	if (!bk || !st || st->size < sizeof(s))
+	/* The first release's struct ended before commit_lat_ns: an older
+	 * caller's is filled that far. */
+	if (!bk || !st || (st->size != US_BACKEND_STATS_V1 && st->size < sizeof(s)))
 		return -EINVAL;
 	sz = st->size;
 	memset(&s, 0, sizeof(s));
@@ -96,9 +100,12 @@ int us_backend_stats(const us_backend *bk, struct us_backend_stats *st)
 						(double)(1ull << 30)) /
 						       (double)bk->flush_bytes +
 					       0.5);
+	s.commit_lat_ns = bk->commit_lat_ns;
+	s.write_lat_ns = bk->wlat_ns;
+	s.link_bw = bk->wbw;
 	us__unlock(bk->engine);
 	s.size = sz;
-	memcpy(st, &s, sizeof(s));
+	memcpy(st, &s, sz < sizeof(s) ? sz : sizeof(s));
 	return 0;
 }
 
@@ -173,6 +180,8 @@ int us_object_destroy(us_object *o)
 	us_list_del(&o->link);
 	us__turn_leave(&o->gate);
 	us__turn_leave(&o->room);
+	if (!us_list_empty(&o->rl_link))
+		o->wb->rl_nwriters--;
 	us_list_del(&o->rl_link);
 	us__wb_detach(o);
 	o->backend->nobjects--;

@@ -187,7 +187,7 @@ static bool sample_due(us_engine *e, uint64_t now)
 	us_list_for_each (bpos, &e->backends) {
 		us_backend *bk = us_container_of(bpos, us_backend, link);
 
-		if (bk->wbw || !bk->written || !us__link_sample(e, bk, now))
+		if ((bk->wbw && !bk->wbw_early) || !bk->written || !us__link_sample(e, bk, now))
 			continue;
 		us_list_for_each (wpos, &bk->wbs)
 			us__pipe_mark(us_container_of(wpos, struct us_wb, bk_link)->domain);

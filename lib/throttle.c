@@ -97,6 +97,7 @@ struct throttle {
 	bool paused;		/* some domain is past its freerun */
 	bool over;		/* some domain is at its dirty limit */
 	uint64_t margin;	/* smallest freerun - pinned - granted on the chain */
+	uint64_t below;		/* smallest freerun - pinned of the levels under it */
 	struct us_wb *wb;	/* the writer's context, for its share; or NULL */
 	us_object *obj;		/* the writer, for its own pinned bytes; or NULL */
 	us_domain *spent;	/* topmost domain with pinned + granted past bg and
@@ -106,9 +107,9 @@ struct throttle {
 };
 
 /* Nothing found yet: no pause, no limit, the widest margin. */
-#define THROTTLE_INIT                                                        \
-	{                                                                    \
-		2.0, false, false, false, UINT64_MAX, NULL, NULL, NULL, NULL \
+#define THROTTLE_INIT                                                                    \
+	{                                                                                \
+		2.0, false, false, false, UINT64_MAX, UINT64_MAX, NULL, NULL, NULL, NULL \
 	}
 
 /* What the writer holds pinned: a writer that holds nothing is never held at
@@ -163,8 +164,11 @@ static void position(struct throttle *t, uint64_t pinned, uint64_t bg, uint64_t 
 		return;
 	}
 	freerun = bg + (dirty - bg) / 2;
-	if (pinned <= freerun)
+	if (pinned <= freerun) {
+		if (freerun - pinned < t->below)
+			t->below = freerun - pinned;
 		return;
+	}
 	setpoint = freerun + (dirty - freerun) / 2;
 	if (dirty > setpoint) {
 		x = ((double)setpoint - (double)pinned) / (double)(dirty - setpoint);
@@ -633,9 +637,15 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		*pause_ns = pause;
 		return -EAGAIN;
 	}
-	if (!t.paused) {
-		/* Below freerun nothing is paused for; what is owed runs out
-		 * with the clock. */
+	/* Below freerun nothing is paused for; what is owed runs out with the
+	 * clock. Except beside other writers of the context: there every
+	 * dirtying is paced all the same (at a position ratio of 2, t.pos as
+	 * found), or the room a commit frees, when pinned dips below freerun,
+	 * goes to whoever comes first with the largest block, and a writer
+	 * that owes nothing would take it all while the others pay (not
+	 * where nothing on the chain has a limit: t.below unset). */
+	shared = (double)us__wb_ratelimit(o->wb) < 0.75 * (double)bw;
+	if (!t.paused && (!shared || t.below == UINT64_MAX)) {
 		*pause_ns = 0;
 		return 0;
 	}
@@ -645,10 +655,20 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		 * dirtied keeps it until pace_ns, counted from its last pace
 		 * or from now if that is past (time it spent away, or waiting
 		 * at a gate, was paid). */
-		o->pace_ns = sat_add(
-			o->pace_ns > now ? o->pace_ns : now,
-			pace_cost(bytes, (double)us__wb_ratelimit(o->wb) *
-						 (t.pos > US_POS_MIN ? t.pos : US_POS_MIN)));
+		double pos = t.pos > US_POS_MIN ? t.pos : US_POS_MIN;
+
+		/* Under freerun (beside others), fast enough to refill the
+		 * room left there in a quarter of a commit latency: after a
+		 * commit freed its batch, the next batch is ready for the next
+		 * commit, and each writer's part of it is its share. */
+		if (!t.paused && o->backend->commit_lat_ns) {
+			double fill = 4.0 * (double)t.below * 1e9 /
+				      ((double)bw * (double)o->backend->commit_lat_ns);
+
+			pos = fill > pos ? fill : pos;
+		}
+		o->pace_ns = sat_add(o->pace_ns > now ? o->pace_ns : now,
+				     pace_cost(bytes, (double)us__wb_ratelimit(o->wb) * pos));
 	}
 	owed = o->pace_ns > now ? o->pace_ns - now : 0;
 	if (owed < min_pause(o, floor)) {
@@ -664,7 +684,6 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 	 * dirties again, which holds it until its pace is due. So a writer of
 	 * large blocks, each of which outruns the pause, is not served at
 	 * every commit's end as often as one of small blocks. */
-	shared = (double)us__wb_ratelimit(o->wb) < 0.75 * (double)bw;
 	if (!shared)
 		o->pace_ns = min64(o->pace_ns, now + pause);
 	account_pause(o->domain, pause);

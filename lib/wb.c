@@ -102,6 +102,27 @@ void us__wb_detach(us_object *o)
 }
 
 /*
+ * A write's own time in flight, its latency and transfer: the time from
+ * a flush to its first completion, taken when the link was idle before
+ * it (a write behind others would count their time too, which grows with
+ * the queue and not with what the link needs). The least of the samples
+ * of the last WLAT_WINDOW link samples or so, so that a link that slowed
+ * is seen within seconds. Data spends that time in WRITEBACK before the
+ * commit pipeline: pipe_own() counts it.
+ */
+#define WLAT_WINDOW 16
+
+void us__wlat(us_backend *bk, uint64_t ns)
+{
+	if (!ns)
+		ns = 1;
+	if (!bk->wlat_ns || ns < bk->wlat_ns)
+		bk->wlat_ns = ns;
+	if (!bk->wlat_win_ns || ns < bk->wlat_win_ns)
+		bk->wlat_win_ns = ns;
+}
+
+/*
  * The link's rate, per backend: bytes whose write completed over the time
  * writes were in flight, at least 10 ms of it (the first write's latency
  * alone says little), averaged with the last. Unlike the clean-out rate it
@@ -118,13 +139,37 @@ bool us__link_sample(us_engine *e, us_backend *bk, uint64_t now)
 	uint64_t dt = busy - bk->wbw_busy, dw = bk->written - bk->wbw_written;
 	double r;
 
-	if ((bk->wbw && now < bk->wbw_stamp_ns + e->bw_interval_ns) || dt < 10 * US_MSEC || !dw)
+	if ((bk->wbw && !bk->wbw_early && now < bk->wbw_stamp_ns + e->bw_interval_ns) || !dt || !dw)
 		return false;
 	r = (double)dw * 1e9 / (double)dt;
-	bk->wbw = bk->wbw ? (uint64_t)(((double)bk->wbw + r) / 2) : (uint64_t)r;
+	/*
+	 * The first sample waits for 10 ms of writes (a write's latency
+	 * weighs too much in less). But a link that beats init_bw sooner is
+	 * taken at what it showed so far meanwhile (wbw_early), or its writers,
+	 * paced at init_bw, would take seconds to keep it busy 10 ms (beside a
+	 * slow backend that set init_bw); the sample at 10 ms replaces it.
+	 */
+	if (dt < 10 * US_MSEC) {
+		if (bk->wbw && !bk->wbw_early)
+			return false;
+		if (r <= (double)e->init_bw || (bk->wbw_early && r <= (double)bk->wbw))
+			return false;
+		bk->wbw = (uint64_t)r;
+		bk->wbw_early = true;
+		return true;
+	}
+	bk->wbw = bk->wbw && !bk->wbw_early ? (uint64_t)(((double)bk->wbw + r) / 2) : (uint64_t)r;
+	bk->wbw_early = false;
 	bk->wbw_busy = busy;
 	bk->wbw_written = bk->written;
 	bk->wbw_stamp_ns = now;
+	/* A window of wlat ends. */
+	if (bk->wlat_left-- == 0) {
+		if (bk->wlat_win_ns)
+			bk->wlat_ns = bk->wlat_win_ns;
+		bk->wlat_win_ns = 0;
+		bk->wlat_left = WLAT_WINDOW - 1;
+	}
 	return true;
 }
 
@@ -228,6 +273,7 @@ static void ratelimit_update(struct us_wb *wb, uint64_t now)
 		us_list_del(p);
 		o->rl_bytes = o->rl_wait_ns = 0;
 	}
+	wb->rl_nwriters = 0;
 	wb->rl_stamp_ns = now;
 	if (held && dt) {
 		target = ((double)link - free * 1e9 / (double)dt) / (double)held;
@@ -249,8 +295,10 @@ void us__wb_writer_note(us_object *o, uint64_t bytes, uint64_t wait_ns)
 		o->vtime_ns = sat_add(o->vtime_ns > now ? o->vtime_ns : now,
 				      (uint64_t)((double)bytes * 1e9 / (double)(rl ? rl : 1)));
 	}
-	if (us_list_empty(&o->rl_link))
+	if (us_list_empty(&o->rl_link)) {
 		us_list_add_tail(&o->wb->rl_writers, &o->rl_link);
+		o->wb->rl_nwriters++;
+	}
 	o->rl_bytes += bytes;
 	o->rl_wait_ns += wait_ns;
 }
@@ -259,7 +307,13 @@ uint64_t us__wb_ratelimit(const struct us_wb *wb)
 {
 	uint64_t link = us__wb_link_rate(wb);
 
-	return wb->ratelimit && wb->ratelimit < link ? wb->ratelimit : link;
+	/* Before the first estimate, the link shared by the writers seen so
+	 * far: 64 writers that start together must not each dirty at the
+	 * link's rate until the first sample (200 ms) and meet at the gate,
+	 * where the largest blocks take the most per turn. */
+	if (!wb->ratelimit)
+		return wb->rl_nwriters > 1 ? link / wb->rl_nwriters : link;
+	return wb->ratelimit < link ? wb->ratelimit : link;
 }
 
 bool us__wb_sample(us_engine *e, struct us_wb *wb, uint64_t now)
@@ -341,7 +395,17 @@ uint64_t us__wb_link_rate(const struct us_wb *wb)
 	 * data or writes in flight): their turns share it (poll.c). Before
 	 * the link is measured, the clean-out rate (init_bw at first) is
 	 * shared alike. */
-	return (bk->wbw ? bk->wbw : us__wb_rate(wb)) / n;
+	uint64_t r = bk->wbw;
+
+	/* Not below init_bw until measured: the clean-out rate of writers
+	 * that the thresholds hold back (at their first sample) is their
+	 * rate, not the link's, and would pace them at it. */
+	if (!r) {
+		r = us__wb_rate(wb);
+		if (r < bk->engine->init_bw)
+			r = bk->engine->init_bw;
+	}
+	return r / n;
 }
 
 /*
@@ -419,8 +483,9 @@ static double pipe_own(const us_domain *d)
 	us_list_for_each (pos, &d->wbs) {
 		const struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
 
-		pipe += (double)us__wb_link_rate(wb) * (double)us__commit_lat_floor(wb->backend) /
-			1e9;
+		uint64_t c = us__commit_lat_floor(wb->backend), w = wb->backend->wlat_ns;
+
+		pipe += (double)us__wb_link_rate(wb) * (double)(c + (w < c ? w : c)) / 1e9;
 	}
 	return pipe;
 }

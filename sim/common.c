@@ -252,7 +252,9 @@ int sim_result_alloc(struct sim_result *r, const struct sim_config *c, char *err
 	sim_result_free(r);
 	r->wr = calloc(c->nwr ? (size_t)c->nwr : 1, sizeof(*r->wr));
 	r->dom = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*r->dom));
-	if (!r->wr || !r->dom) {
+	r->bk = calloc((size_t)c->nbk + 1, sizeof(*r->bk));
+	r->nbk = c->nbk + 1;
+	if (!r->wr || !r->dom || !r->bk) {
 		sim_result_free(r);
 		snprintf(err, len, "out of memory for %d writers and %d domains", c->nwr, c->ndom);
 		return -1;
@@ -264,6 +266,7 @@ void sim_result_free(struct sim_result *r)
 {
 	free(r->wr);
 	free(r->dom);
+	free(r->bk);
 	memset(r, 0, sizeof(*r));
 }
 

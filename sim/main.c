@@ -317,6 +317,23 @@ static void json_run(const struct sim_config *c, const struct sim_result *r, con
 		       (unsigned long long)r->dom[i].peak_charged,
 		       (unsigned long long)r->dom[i].commits, (unsigned long long)r->dom[i].flushes,
 		       (double)r->dom[i].max_stall_ns / 1e6);
+	/* Each backend written to: its figures, and what the engine measured
+	 * of it (virtual time only). */
+	for (i = 0; i < r->nbk; i++) {
+		const struct sim_backend_result *b = &r->bk[i];
+		const struct sim_backend *k = sim_config_backend(c, i);
+
+		if (!b->flush_bytes)
+			continue;
+		printf("{\"kind\":\"backend\",\"scenario\":\"%s\",\"policy\":\"%s\","
+		       "\"backend\":\"%s\",\"bw\":%llu,\"lat_ms\":%.3f,\"bytes\":%llu,"
+		       "\"measured_link_bw\":%llu,\"measured_write_lat_ms\":%.3f,"
+		       "\"measured_commit_lat_ms\":%.3f}\n",
+		       c->scenario, pol, i ? k->name : "default", (unsigned long long)k->bw,
+		       (double)k->lat_ns / 1e6, (unsigned long long)b->flush_bytes,
+		       (unsigned long long)b->link_bw, (double)b->write_lat_ns / 1e6,
+		       (double)b->commit_lat_ns / 1e6);
+	}
 	printf("{\"kind\":\"summary\",\"scenario\":\"%s\",\"policy\":\"%s\",\"jain\":%.4f,"
 	       "\"wall_seconds\":%.3f,\"virtual_seconds\":%.3f,\"commits_asked\":%llu,"
 	       "\"server_commits\":%llu,\"backend_bw\":%llu,\"backend_utilisation\":%.3f",

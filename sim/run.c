@@ -469,9 +469,17 @@ static uint64_t servers_next(const struct sim_srv *srv, int nsrv)
 	return t;
 }
 
-static void servers_run(struct sim_srv *srv, int nsrv, uint64_t now)
+/* The servers' events due by now, seen by the engine at now: its clock
+ * is moved there first, or a write or commit answered at now would be
+ * stamped with the time of the step before (its latency cut short, the
+ * link's busy time too). */
+static void servers_run(us_engine *e, struct sim_srv *srv, int nsrv, uint64_t now)
 {
+	uint64_t cur = us_engine_now(e);
 	int b;
+
+	if (now > cur)
+		us_engine_clock_advance(e, now - cur);
 
 	for (b = 0; b < nsrv; b++)
 		sim_srv_run(&srv[b], now);
@@ -682,7 +690,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			FAIL("at %.6f s, invariant: %s", (double)now / SEC, msg);
 			goto out;
 		}
-		servers_run(srv, nsrv, now);
+		servers_run(e, srv, nsrv, now);
 		us_engine_poll(e, now, &next);
 		/* The writers due act once each, in the order of their index. */
 		for (ndue = 0; heap.n && heap.v[0].t <= now;)
@@ -820,7 +828,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 			for (k = 0; k < 10000000 && us_sync_done(y) == 0; k++) {
 				uint64_t t;
 
-				servers_run(srv, nsrv, now);
+				servers_run(e, srv, nsrv, now);
 				us_engine_poll(e, now, &next);
 				sync_end = now; /* the last poll: it may have ended the sync */
 				t = servers_next(srv, nsrv);
@@ -865,8 +873,14 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	for (j = 0; j < (size_t)nsrv; j++) {
 		struct us_backend_stats bst = { .size = sizeof(bst) };
 
-		if (us_backend_stats(srv[j].bk, &bst) == 0)
+		if (us_backend_stats(srv[j].bk, &bst) == 0) {
 			r->backend_bytes += bst.flush_bytes;
+			if ((int)j < r->nbk)
+				r->bk[j] = (struct sim_backend_result){ bst.flush_bytes,
+									bst.commit_lat_ns,
+									bst.write_lat_ns,
+									bst.link_bw };
+		}
 	}
 	/* Charged above max at some instant: the engine's peak says it. */
 	for (i = 0; i < c->ndom; i++)

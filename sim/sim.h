@@ -126,6 +126,12 @@ struct sim_writer_result {
 	double throughput, ratio; /* ratio = throughput / ceiling */
 };
 
+/* Per backend (0: the default): what it wrote, and what the engine measured
+ * of it (us_backend_stats()): commit latency, write latency, link rate. */
+struct sim_backend_result {
+	uint64_t flush_bytes, commit_lat_ns, write_lat_ns, link_bw;
+};
+
 struct sim_domain_result {
 	uint64_t peak_charged, commits, flushes, enomem;
 	uint64_t max_stall_ns; /* the engine's us_domain_stats.max_stall_ns */
@@ -137,6 +143,8 @@ struct sim_domain_result {
 struct sim_result {
 	struct sim_writer_result *wr;
 	struct sim_domain_result *dom;
+	struct sim_backend_result *bk; /* nbk of them: the default and the named */
+	int nbk;
 	uint64_t end_ns, server_commits, commits_asked;
 	double jain, wall_seconds;
 	/* Virtual time: the smallest Jain index over the windows of window_ns

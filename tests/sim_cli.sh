@@ -162,6 +162,17 @@ case $out in
 	fail=1
 	;;
 esac
+# The engine sees each answer at the time the server gives it: a commit's
+# latency as set (20 ms), a write's as its latency plus its transfer (2 ms
+# plus a run of 4 MiB at 1 GiB/s: 2 to 6 ms); the link at its rate. An
+# answer stamped with the time of the step before would show less.
+out=$("$sim" --json --backend bw=1G/s,lat=2ms,commit-lat=20ms --domain a,max=200M \
+	--writer a,bytes=1G)
+meas=$(printf '%s\n' "$out" | sed -n 's/.*"kind":"backend".*"measured_link_bw":\([0-9]*\),"measured_write_lat_ms":\([0-9.]*\),"measured_commit_lat_ms":\([0-9.]*\)}$/\1 \2 \3/p')
+if ! printf '%s\n' "$meas" | awk '{ exit !($1 > 0.95 * 1073741824 && $1 <= 1.01 * 1073741824 && $2 >= 2 && $2 <= 6 && $3 >= 19.9 && $3 <= 20.1) }'; then
+	echo "FAIL: measured link, write and commit latency '$meas': $out"
+	fail=1
+fi
 # A one-block write reports its real rate: finite, not 0, not above the copy
 # rate (8 GiB/s).
 out=$("$sim" --json --domain a --writer a,bytes=64K)

@@ -1019,9 +1019,18 @@ struct us_backend_stats {
 	/* (commit_calls + sync_calls) per GiB of flush_bytes, rounded: the
 	 * cost the commit policy puts on the server. */
 	uint64_t commits_per_gib;
+	/* What the engine has measured of the server, as its thresholds and
+	 * pipelines use it (0: not yet): the running average of a commit's
+	 * latency; the least recent time from a flush to its completion with
+	 * no write queued before it (a write's latency and transfer); the
+	 * link's rate, in bytes per second of writes in flight. */
+	uint64_t commit_lat_ns;
+	uint64_t write_lat_ns;
+	uint64_t link_bw;
 };
 
-/* Errors: -EINVAL (NULL, st->size smaller than this header's struct). */
+/* Errors: -EINVAL (NULL, st->size neither the first release's, which ends
+ * before commit_lat_ns and is filled that far, nor at least this one's). */
 US_EXPORT int us_backend_stats(const us_backend *b, struct us_backend_stats *st);
 
 /*
