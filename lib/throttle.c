@@ -14,7 +14,7 @@
  * Unstable counts: data the server has not committed cannot be freed by
  * the client, so it must hold writers back like dirty data does.
  *
- *     freerun  = (bg + T) / 2       below it, writers are never paused
+ *     freerun  = (bg + T) / 2       below it, a writer alone is never paused
  *     setpoint = (freerun + T) / 2  where the control loop wants pinned
  *
  * Between freerun and T a writer that dirtied n bytes pauses
@@ -47,8 +47,9 @@
  * L is dirtyable memory (eval()): what eviction could free counts as room.
  *
  * T from a ratio has a floor: the commit pipeline (wb.c) of d's subtree,
- * the bytes its contexts write per commit latency, times 4, at most 31/32
- * of L; bg from a ratio rises with it in proportion. Unstable data waits one
+ * the bytes its contexts write per commit latency and per write's own time
+ * (counted up to one commit latency), times 4, at most 31/32 of L; bg from
+ * a ratio rises with it in proportion. Unstable data waits one
  * to two commit latencies when commits run back to back, so with a 1 GiB
  * limit (T = 205 MiB) and a 50 ms commit, a writer could not pass about
  * 2 GB/s whatever the backend; the floor gives it the room (T = 992 MiB at
@@ -78,6 +79,11 @@
  * pace runs min_pause (10 ms) ahead of the clock, so a writer of 4 KiB
  * buffers sleeps every few hundred buffers rather than for microseconds
  * each time, and writers of any block size converge to the same rate.
+ * Beside other writers of its context (the ratelimit under 3/4 of the
+ * link's) a writer is paced below freerun too, at a position ratio of 2
+ * or more (enough to refill the room under freerun in a quarter of a
+ * commit latency), and held there while it owes: the room a commit frees
+ * goes by pace, not to whoever comes first with the largest block.
  *
  * Worked example: L = 1 GiB, bg = 100 MiB, T = 200 MiB, so freerun = 150 MiB
  * and setpoint = 175 MiB. bw = 100 MiB/s. A writer that dirties 1 MiB when

@@ -322,8 +322,10 @@ US_EXPORT us_domain *us_domain_parent(const us_domain *d);
  *
  * A dirty threshold set as a ratio is raised, when the domain's commit
  * pipeline needs more room, to 4 times the bytes its writeback contexts
- * write per commit latency (at the faster of their clean-out rate and their
- * link's rate, measured), at most 31/32 of the effective limit (or of high),
+ * write per commit latency plus a write's own time (counted up to one
+ * commit latency; at the faster of their clean-out rate and their link's
+ * rate; all measured, us_backend_stats()), at most 31/32 of the effective
+ * limit (or of high),
  * and the background ratio with it in proportion: data stays pinned from its
  * dirtying until its commit, one to two commit latencies, so a smaller
  * threshold would hold writers to a fraction of the backend's speed. Thresholds
@@ -815,7 +817,9 @@ US_EXPORT int us_buf_put(us_buf *b);
  *
  * pinned = dirty + writeback + unstable is compared, for the domain and
  * each ancestor, with freerun = (background + dirty threshold) / 2 and the
- * dirty threshold: below freerun the pause is 0; between them it is the
+ * dirty threshold: below freerun the pause is 0 for a writer alone in its
+ * writeback context (beside others it is paced at twice the rate or more,
+ * and held while it owes an earlier pause); between them it is the
  * bytes newly dirtied over the allowed rate, accumulated per object until
  * US_PARAM_MIN_PAUSE_NS. The allowed rate is the same for every writer of a
  * writeback context: the context's per-writer rate limit (its bandwidth
