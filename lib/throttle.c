@@ -102,6 +102,7 @@ struct throttle {
 	bool bg;		/* some domain is past its background threshold */
 	bool paused;		/* some domain is past its freerun */
 	bool over;		/* some domain is at its dirty limit */
+	bool least;		/* the context is held to its least share (a run) */
 	uint64_t margin;	/* smallest freerun - pinned - granted on the chain */
 	uint64_t below;		/* smallest freerun - pinned of the levels under it */
 	struct us_wb *wb;	/* the writer's context, for its share; or NULL */
@@ -115,7 +116,7 @@ struct throttle {
 /* Nothing found yet: no pause, no limit, the widest margin. */
 #define THROTTLE_INIT                                                                    \
 	{                                                                                \
-		2.0, false, false, false, UINT64_MAX, UINT64_MAX, NULL, NULL, NULL, NULL \
+		2.0, false, false, false, false, UINT64_MAX, UINT64_MAX, NULL, NULL, NULL, NULL \
 	}
 
 /* What the writer holds pinned: a writer that holds nothing is never held at
@@ -230,9 +231,12 @@ static void position_shared(struct throttle *t, const us_domain *d, struct level
 		f = 0;
 	run = min64(l.dirty, d->engine->max_flush_bytes);
 	tw = (uint64_t)((double)l.dirty * f);
-	if (tw < run)
+	if (tw < run) {
 		tw = run;
+		t->least = true;
+	}
 	bw = (uint64_t)((double)l.bg * ((double)tw / (double)l.dirty));
+	t->margin = min64(t->margin, bw > mine ? bw - mine : 0);
 	position(t, mine, bw, tw, own, &t->wb->gate_q);
 	if (own && pinned >= l.dirty + l.dirty / 2) {
 		t->over = true;
@@ -625,7 +629,10 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		 * frees a batch (pipeline_pause()). */
 		floor = pause_floor(o, l);
 		pause = full_rate_pause(e, bytes ? bytes : 1, (double)bw);
-		if (pause < min_pause(o, floor))
+		/* A link not measured yet: its first writes will say what it
+		 * is worth (and the share it gets) soon; look again then, not
+		 * after a time taken at init_bw. */
+		if (pause < min_pause(o, floor) || !o->backend->wbw)
 			pause = min_pause(o, floor);
 		if (pause > e->max_pause_ns)
 			pause = e->max_pause_ns;
@@ -662,6 +669,15 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		 * or from now if that is past (time it spent away, or waiting
 		 * at a gate, was paid). */
 		double pos = t.pos > US_POS_MIN ? t.pos : US_POS_MIN;
+
+		/* Held to its least share, a run, the context's position
+		 * says how full that run is, not how far its writers are
+		 * ahead of the link: the gate holds them at its end, and
+		 * each pays its bytes at the per-writer rate, no more (else a
+		 * writer of a slow context beside fast ones would owe up to
+		 * four times its part of each run). */
+		if (t.least && pos < 1.0)
+			pos = 1.0;
 
 		/* Under freerun (beside others), fast enough to refill the
 		 * room left there in a quarter of a commit latency: after a
@@ -791,13 +807,14 @@ bool us__credit_grant(struct us_tcache *tc, us_object *o)
 
 	if (!tc)
 		return false;
-	if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d ||
+	if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d || tc->wb != o->wb ||
 	    tc->gen != atomic_load_explicit(&d->credit_gen, memory_order_relaxed)) {
 		/* A queue holds buffers of its credit's domain only. */
 		if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d)
 			us__tcache_drain_one(o->engine, tc);
 		us__tcache_return(tc);
 		atomic_store_explicit(&tc->dom, d, memory_order_relaxed);
+		tc->wb = o->wb;
 		tc->gen = atomic_load_explicit(&d->credit_gen, memory_order_relaxed);
 	}
 	have = atomic_load_explicit(&tc->credit, memory_order_relaxed);
@@ -805,8 +822,13 @@ bool us__credit_grant(struct us_tcache *tc, us_object *o)
 	 * Only the margin decides, not whether pinned alone is past freerun:
 	 * pinned may not have drained yet, but pinned + granted has (a drain
 	 * moves bytes from one to the other), and a margin means that even
-	 * the undrained bytes are below the background threshold.
+	 * the undrained bytes are below the background threshold. Where other
+	 * contexts share a domain of the chain, the margin is the context's,
+	 * to its share's background threshold (SHARES): a context not
+	 * measured yet gets one run, and its writers must not dirty past it
+	 * without a look, at memory speed.
 	 */
+	t.wb = o->wb;
 	eval(d, &t);
 	if (t.spent)
 		us__credit_revoke(t.spent);

@@ -133,6 +133,35 @@ void us__wlat(us_backend *bk, uint64_t ns)
  * bw_interval; the first, by the poll, as soon as 10 ms of writes tell it
  * (until then the pipelines are sized by init_bw).
  */
+/*
+ * What the writers of bk owe was priced at a guess until its link was
+ * measured (init_bw, or the clean-out rate; us__wb_link_rate()): at the
+ * first measures, it is priced again at the link's rate, so a writer to a
+ * link faster than the guess (init_bw may be a slower backend's) is not
+ * held for the time its bytes would take at the guess. Only down: a link
+ * slower than thought holds its writers by its gate as it fills.
+ */
+static void reprice(us_engine *e, us_backend *bk, uint64_t was, uint64_t now)
+{
+	struct us_list *pos;
+
+	us_list_for_each (pos, &bk->objects) {
+		us_object *o = us_container_of(pos, us_object, link);
+		uint64_t old = was;
+
+		if (o->pace_ns <= now || !o->wb)
+			continue;
+		if (!old) {
+			old = us__wb_rate(o->wb);
+			if (old < e->init_bw)
+				old = e->init_bw;
+		}
+		if (bk->wbw > old)
+			o->pace_ns = now + (uint64_t)((double)(o->pace_ns - now) * (double)old /
+						      (double)bk->wbw);
+	}
+}
+
 bool us__link_sample(us_engine *e, us_backend *bk, uint64_t now)
 {
 	uint64_t busy = bk->busy_ns + (bk->writeback ? now - bk->busy_since_ns : 0);
@@ -154,12 +183,22 @@ bool us__link_sample(us_engine *e, us_backend *bk, uint64_t now)
 			return false;
 		if (r <= (double)e->init_bw || (bk->wbw_early && r <= (double)bk->wbw))
 			return false;
+		uint64_t was = bk->wbw;
+
 		bk->wbw = (uint64_t)r;
 		bk->wbw_early = true;
+		reprice(e, bk, was, now);
 		return true;
 	}
-	bk->wbw = bk->wbw && !bk->wbw_early ? (uint64_t)(((double)bk->wbw + r) / 2) : (uint64_t)r;
-	bk->wbw_early = false;
+	if (!bk->wbw || bk->wbw_early) {
+		uint64_t was = bk->wbw;
+
+		bk->wbw = (uint64_t)r;
+		bk->wbw_early = false;
+		reprice(e, bk, was, now);
+	} else {
+		bk->wbw = (uint64_t)(((double)bk->wbw + r) / 2);
+	}
 	bk->wbw_busy = busy;
 	bk->wbw_written = bk->written;
 	bk->wbw_stamp_ns = now;
@@ -266,7 +305,9 @@ static void ratelimit_update(struct us_wb *wb, uint64_t now)
 		us_object *o = us_container_of(p, us_object, rl_link);
 
 		n++;
-		if (o->rl_wait_ns >= dt / 10)
+		/* Held: it waited a tenth of the interval, or it is waiting
+		 * now (its wait is noted when it comes back, in the next). */
+		if (o->rl_wait_ns >= dt / 10 || o->stall_wait_ns)
 			held++;
 		else
 			free += (double)o->rl_bytes;
