@@ -202,7 +202,8 @@ static bool dirty_lockfree(us_buf *b)
 	if (!tc)
 		return false;
 	credit = atomic_load_explicit(&tc->credit, memory_order_relaxed);
-	if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d || tc->wb != b->obj->wb ||
+	if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d ||
+	    atomic_load_explicit(&tc->wb, memory_order_relaxed) != b->obj->wb ||
 	    tc->gen != atomic_load_explicit(&d->credit_gen, memory_order_relaxed) ||
 	    credit < (int64_t)b->length)
 		return false;
@@ -637,7 +638,7 @@ int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 	i = tc->pidx;
 	tail = atomic_load_explicit(&tc->tail, memory_order_relaxed);
 	if (us_unlikely(atomic_load_explicit(&tc->dom, memory_order_relaxed) != d ||
-			tc->wb != b->obj->wb ||
+			atomic_load_explicit(&tc->wb, memory_order_relaxed) != b->obj->wb ||
 			tc->gen != atomic_load_explicit(&d->credit_gen, memory_order_relaxed) ||
 			credit < 0 || i == US_TC_SEG || tail - tc->head_cache >= US_TC_MAX_QUEUED))
 		goto slow;

@@ -515,7 +515,7 @@ struct us_tcache {
 	_Atomic(us_domain *) dom; /* the domain its credit is for, or NULL */
 	/* The writeback context it is for (of dom; compared, never followed):
 	 * a context's share of dom's thresholds bounds its credit. */
-	const struct us_wb *wb;
+	_Atomic(const struct us_wb *) wb;
 	_Atomic int64_t credit;	  /* unspent bytes, counted in dom's granted */
 	uint64_t gen;		  /* dom->credit_gen when granted */
 	uint32_t tag;		  /* unique, non-zero: us_buf.lf_tag */

@@ -106,7 +106,7 @@ void us__tcache_return(struct us_tcache *tc)
 			a->granted -= (uint64_t)c;
 	atomic_store_explicit(&tc->credit, 0, memory_order_relaxed);
 	atomic_store_explicit(&tc->dom, NULL, memory_order_relaxed);
-	tc->wb = NULL;
+	atomic_store_explicit(&tc->wb, NULL, memory_order_relaxed);
 }
 
 /*

@@ -807,14 +807,15 @@ bool us__credit_grant(struct us_tcache *tc, us_object *o)
 
 	if (!tc)
 		return false;
-	if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d || tc->wb != o->wb ||
+	if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d ||
+	    atomic_load_explicit(&tc->wb, memory_order_relaxed) != o->wb ||
 	    tc->gen != atomic_load_explicit(&d->credit_gen, memory_order_relaxed)) {
 		/* A queue holds buffers of its credit's domain only. */
 		if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d)
 			us__tcache_drain_one(o->engine, tc);
 		us__tcache_return(tc);
 		atomic_store_explicit(&tc->dom, d, memory_order_relaxed);
-		tc->wb = o->wb;
+		atomic_store_explicit(&tc->wb, o->wb, memory_order_relaxed);
 		tc->gen = atomic_load_explicit(&d->credit_gen, memory_order_relaxed);
 	}
 	have = atomic_load_explicit(&tc->credit, memory_order_relaxed);

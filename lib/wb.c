@@ -98,6 +98,10 @@ void us__wb_detach(us_object *o)
 	 * domain comes down from the next update instead. */
 	if (o->domain->pipe_bytes)
 		decay_link(o->engine, o->domain);
+	/* Credit granted for it (tcache.c names it, never follows it) must
+	 * not be spent by a context that comes at its address. */
+	if (o->domain->granted)
+		us__credit_revoke(o->domain);
 	us__meta_free(o->engine, wb, sizeof(*wb));
 }
 
