@@ -127,17 +127,6 @@ void us__wlat(us_backend *bk, uint64_t ns)
 }
 
 /*
- * The link's rate, per backend: bytes whose write completed over the time
- * writes were in flight, at least 10 ms of it (the first write's latency
- * alone says little), averaged with the last. Unlike the clean-out rate it
- * is not bounded by the writers' own rate, so a writer held back by a small
- * threshold does not keep the threshold small; and all the contexts of a
- * backend share it, so a context is not paced by how much of the backend it
- * got before (which would feed on itself). Sampled with its contexts, every
- * bw_interval; the first, by the poll, as soon as 10 ms of writes tell it
- * (until then the pipelines are sized by init_bw).
- */
-/*
  * What the writers of bk owe was priced at a guess until its link was
  * measured (init_bw, or the clean-out rate; us__wb_link_rate()): at the
  * first measures, it is priced again at the link's rate, so a writer to a
@@ -166,6 +155,18 @@ static void reprice(us_engine *e, us_backend *bk, uint64_t was, uint64_t now)
 	}
 }
 
+/*
+ * The link's rate, per backend: bytes whose write completed over the time
+ * writes were in flight, at least 10 ms of it (the first write's latency
+ * alone says little; but see wbw_early below), averaged with the last.
+ * Unlike the clean-out rate it is not bounded by the writers' own rate, so
+ * a writer held back by a small threshold does not keep the threshold
+ * small; and all the contexts of a backend share it, so a context is not
+ * paced by how much of the backend it got before (which would feed on
+ * itself). Sampled with its contexts, every bw_interval; the first, by the
+ * poll, as soon as 10 ms of writes tell it (until then the pipelines are
+ * sized by init_bw).
+ */
 bool us__link_sample(us_engine *e, us_backend *bk, uint64_t now)
 {
 	uint64_t busy = bk->busy_ns + (bk->writeback ? now - bk->busy_since_ns : 0);
@@ -182,24 +183,17 @@ bool us__link_sample(us_engine *e, us_backend *bk, uint64_t now)
 	 * paced at init_bw, would take seconds to keep it busy 10 ms (beside a
 	 * slow backend that set init_bw); the sample at 10 ms replaces it.
 	 */
-	if (dt < 10 * US_MSEC) {
-		if (bk->wbw && !bk->wbw_early)
-			return false;
-		if (r <= (double)e->init_bw || (bk->wbw_early && r <= (double)bk->wbw))
-			return false;
-		uint64_t was = bk->wbw;
-
-		bk->wbw = (uint64_t)r;
-		bk->wbw_early = true;
-		reprice(e, bk, was, now);
-		return true;
-	}
+	if (dt < 10 * US_MSEC && ((bk->wbw && !bk->wbw_early) || r <= (double)e->init_bw ||
+				  (bk->wbw_early && r <= (double)bk->wbw)))
+		return false;
 	if (!bk->wbw || bk->wbw_early) {
 		uint64_t was = bk->wbw;
 
 		bk->wbw = (uint64_t)r;
-		bk->wbw_early = false;
+		bk->wbw_early = dt < 10 * US_MSEC;
 		reprice(e, bk, was, now);
+		if (bk->wbw_early)
+			return true; /* the counts go on to the sample at 10 ms */
 	} else {
 		bk->wbw = (uint64_t)(((double)bk->wbw + r) / 2);
 	}
