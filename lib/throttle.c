@@ -102,7 +102,6 @@ struct throttle {
 	bool bg;		/* some domain is past its background threshold */
 	bool paused;		/* some domain is past its freerun */
 	bool over;		/* some domain is at its dirty limit */
-	bool least;		/* the context is held to its least share (a run) */
 	uint64_t margin;	/* smallest freerun - pinned - granted on the chain */
 	uint64_t below;		/* smallest freerun - pinned of the levels under it */
 	struct us_wb *wb;	/* the writer's context, for its share; or NULL */
@@ -116,7 +115,7 @@ struct throttle {
 /* Nothing found yet: no pause, no limit, the widest margin. */
 #define THROTTLE_INIT                                                                    \
 	{                                                                                \
-		2.0, false, false, false, false, UINT64_MAX, UINT64_MAX, NULL, NULL, NULL, NULL \
+		2.0, false, false, false, UINT64_MAX, UINT64_MAX, NULL, NULL, NULL, NULL \
 	}
 
 /* What the writer holds pinned: a writer that holds nothing is never held at
@@ -231,10 +230,8 @@ static void position_shared(struct throttle *t, const us_domain *d, struct level
 		f = 0;
 	run = min64(l.dirty, d->engine->max_flush_bytes);
 	tw = (uint64_t)((double)l.dirty * f);
-	if (tw < run) {
+	if (tw < run)
 		tw = run;
-		t->least = true;
-	}
 	bw = (uint64_t)((double)l.bg * ((double)tw / (double)l.dirty));
 	t->margin = min64(t->margin, bw > mine ? bw - mine : 0);
 	position(t, mine, bw, tw, own, &t->wb->gate_q);
@@ -669,15 +666,6 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		 * or from now if that is past (time it spent away, or waiting
 		 * at a gate, was paid). */
 		double pos = t.pos > US_POS_MIN ? t.pos : US_POS_MIN;
-
-		/* Held to its least share, a run, the context's position
-		 * says how full that run is, not how far its writers are
-		 * ahead of the link: the gate holds them at its end, and
-		 * each pays its bytes at the per-writer rate, no more (else a
-		 * writer of a slow context beside fast ones would owe up to
-		 * four times its part of each run). */
-		if (t.least && pos < 1.0)
-			pos = 1.0;
 
 		/* Under freerun (beside others), fast enough to refill the
 		 * room left there in a quarter of a commit latency: after a
