@@ -349,6 +349,7 @@ struct us_wb {
 	/* backend->dirty_wbs while dirty (in turn order, poll.c), and
 	 * backend->flight_wbs while writeback (us__wb_lists()). */
 	struct us_list dirty_link, flight_link;
+	uint64_t turn_sent; /* bytes sent in its current turn (poll.c) */
 	uint64_t nobjects;
 	uint64_t dirty, writeback, unstable;
 	uint64_t cleaned;      /* bytes that left WRITEBACK/UNSTABLE as CLEAN, ever */

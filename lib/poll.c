@@ -18,16 +18,27 @@
  *     synchronously and free budget), at most POLL_ROUNDS times.
  *
  * Shares and turns. A context's share of the backend's in-flight cap is
- * max_inflight / active contexts, but never less than one run
- * (max_flush_bytes, or half the cap when that is smaller): with more contexts
- * than runs fit in the cap, each may have one run in flight and they take
- * turns. The contexts with dirty data wait on their backend's list
- * (wb.c) in turn order: the walk starts at its head, a context that got
- * work goes to the tail, one that had nothing eligible (under its
- * thresholds, backing off) too, one whose share is in flight keeps its
- * place; the walk stops when the backend's room is used up. So over time
- * every backlogged context gets the same service whatever their number,
- * and a poll costs the contexts it serves, not all of them.
+ * max_inflight / active contexts, but never less than a quarter of a run
+ * (max_flush_bytes, or half the cap when that is smaller). With more
+ * contexts than shares fit in the cap they take turns. The contexts with
+ * dirty data wait on their backend's list (wb.c) in turn order: the walk
+ * starts at its head; a context that has sent its turn goes to the tail,
+ * one that had nothing more eligible (under its thresholds, backing off)
+ * too; one whose share is in flight keeps its place, and so does one cut
+ * short by the backend's room, where the walk stops: it is served the rest
+ * of its turn when room comes back, before the contexts behind it. So over
+ * time every backlogged context gets the same bytes whatever their number
+ * and however the room frees, and a poll costs the contexts it serves, not
+ * all of them. (When a turn was whatever room happened to be free, equal
+ * domains started 10 ms apart finished up to a second out of order.)
+ *
+ * A turn is the share; where the contexts are too many for a quarter run
+ * each to fit in the cap, less if a round of them would last more than
+ * ROUND_NS at the link's measured rate: 100 contexts on 1 GiB/s send a
+ * quarter run each, 2,000 one buffer of 64 KiB each (with a quarter run each, rounds of 0.5 s, and of 2.4 s at 10,000
+ * domains: as long a wait for every writer). A context with nothing in
+ * flight may send one buffer larger than its turn when it fits in the room;
+ * larger than the room, it waits at the head for room.
  *
  * The room is the cap minus what the contexts hold in flight within their
  * shares (each counts min(its writeback, its share)): one domain with a
@@ -45,6 +56,7 @@
 #include "internal.h"
 
 #define POLL_ROUNDS 64
+#define ROUND_NS    100000000.0 /* the longest round of turns, at the link's rate */
 
 struct pending {
 	struct us_batch bt;
@@ -115,10 +127,22 @@ static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t budget, bool forc
 	return taken;
 }
 
+/* The length of the buffer wb's flush would take first (0: none). */
+static uint64_t next_len(struct us_wb *wb)
+{
+	struct us_tnode *t;
+
+	if (us_list_empty(&wb->dirty_objs))
+		return 0;
+	t = us__tree_find_ge_marked(
+		us_container_of(wb->dirty_objs.next, us_object, dirty_link)->root, 0);
+	return t ? us_container_of(t, us_buf, node)->length : 0;
+}
+
 /* Collects this round's work from bk's contexts, in turn (see above). */
 static int collect_backend(us_engine *e, us_backend *bk, struct pending ***tail, uint64_t *nbufs)
 {
-	uint64_t run = e->max_flush_bytes, share, held = 0, room;
+	uint64_t run = e->max_flush_bytes, share, turn, held = 0, room;
 	struct us_list *pos, *next, *last;
 	bool done = false;
 
@@ -127,9 +151,20 @@ static int collect_backend(us_engine *e, us_backend *bk, struct pending ***tail,
 	 * whole cap. */
 	if (run == 0 || run > bk->max_inflight / 2)
 		run = bk->max_inflight / 2 ? bk->max_inflight / 2 : 1;
+	/* The share (see above): at least a quarter of a run. A turn: the
+	 * share; where the contexts' quarter runs do not all fit in the cap,
+	 * less if a round of them would last more than ROUND_NS at the link's
+	 * rate; one buffer at least (the force below). */
 	share = bk->max_inflight / (bk->nactive ? bk->nactive : 1);
-	if (share < run)
-		share = run;
+	turn = share;
+	if (share < run / 4) {
+		double q = (double)bk->wbw * ROUND_NS / 1e9 / (double)bk->nactive;
+
+		share = run / 4;
+		turn = bk->wbw && q < (double)share ? (uint64_t)q : share;
+		if (turn == 0)
+			turn = 1;
+	}
 	/* What the contexts hold within their shares (a few contexts: at
 	 * most the runs that fit in the cap, and those over their shares). */
 	us_list_for_each (pos, &bk->flight_wbs)
@@ -143,7 +178,8 @@ static int collect_backend(us_engine *e, us_backend *bk, struct pending ***tail,
 	for (pos = bk->dirty_wbs.next; pos != &bk->dirty_wbs && !done; pos = next) {
 		struct us_wb *wb = us_container_of(pos, struct us_wb, dirty_link);
 		uint64_t own = sub0(share, wb->writeback), budget, bytes;
-		bool fits;
+		uint64_t left = sub0(turn, wb->turn_sent);
+		bool fits, force;
 		int rc;
 
 		next = pos->next;
@@ -152,18 +188,38 @@ static int collect_backend(us_engine *e, us_backend *bk, struct pending ***tail,
 			break; /* the backend is full */
 		if (own == 0 && bk->writeback)
 			continue; /* its share is in flight: it keeps its place */
-		budget = min_u64(own, room);
-		rc = collect_wb(e, wb, budget, bk->writeback == 0, tail, &bytes, &fits);
+		budget = min_u64(min_u64(own, left), room);
+		/* A context with nothing in flight may send one buffer larger
+		 * than its turn (a block size over a quarter run) when it fits
+		 * in the room; one larger than the room waits for it at the
+		 * head (and for an empty backend when larger than the cap). */
+		force = bk->writeback == 0;
+		rc = collect_wb(e, wb, budget, force, tail, &bytes, &fits);
+		if (rc == 0 && !fits && !force && wb->writeback == 0) {
+			if (next_len(wb) > room)
+				break;
+			rc = collect_wb(e, wb, budget, true, tail, &bytes, &fits);
+		}
 		if (rc < 0)
 			return rc;
 		*nbufs += (uint64_t)rc;
+		wb->turn_sent += bytes;
+		if ((!fits || bytes >= budget) && wb->turn_sent < turn) {
+			/* It has more to send than it was given. Cut short by
+			 * the backend's room: it keeps its place and the walk
+			 * ends; by its share in flight: it keeps its place. By
+			 * the rest of its turn: the turn is over. */
+			if (budget == room)
+				break;
+			if (budget == own) {
+				room = sub0(room, bytes);
+				continue;
+			}
+		}
 		room = sub0(room, bytes);
-		if (rc == 0 && !fits && budget < own)
-			break; /* its next buffer needs more room than is left */
-		if (rc == 0 && !fits)
-			continue; /* needs more than its share: it keeps its place */
 		/* Served, or nothing eligible: its turn is over. A context
 		 * that has no dirty data left has left the list already. */
+		wb->turn_sent = 0;
 		if (!us_list_empty(&wb->dirty_link)) {
 			us_list_del(&wb->dirty_link);
 			us_list_add_tail(&bk->dirty_wbs, &wb->dirty_link);

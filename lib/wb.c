@@ -243,9 +243,10 @@ void us__wb_lists(struct us_wb *wb)
 	us_backend *bk = wb->backend;
 	bool was = !us_list_empty(&wb->dirty_link) || !us_list_empty(&wb->flight_link);
 
-	if (wb->dirty && us_list_empty(&wb->dirty_link))
+	if (wb->dirty && us_list_empty(&wb->dirty_link)) {
 		us_list_add_tail(&bk->dirty_wbs, &wb->dirty_link);
-	else if (!wb->dirty && !us_list_empty(&wb->dirty_link))
+		wb->turn_sent = 0;
+	} else if (!wb->dirty && !us_list_empty(&wb->dirty_link))
 		us_list_del(&wb->dirty_link);
 	if (wb->writeback && us_list_empty(&wb->flight_link))
 		us_list_add_tail(&bk->flight_wbs, &wb->flight_link);

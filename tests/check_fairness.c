@@ -244,14 +244,15 @@ END_TEST
 
 /*
  * The turns themselves: 100 contexts with data past their background
- * threshold, a cap of 4 runs, every write held until the test completes
- * it. Each poll fills the cap with one run from each of the next 4
- * contexts in turn; after 25 polls every context got exactly one run,
- * and the cap was never passed.
+ * threshold, a cap of 5 runs of 4 buffers, every write held until the test
+ * completes it. A context's turn is a quarter of a run here (the cap shared
+ * by 100 is less): one buffer. Each poll fills the cap with one buffer from
+ * each of the next 20 contexts in turn; after 5 polls every context got
+ * exactly one turn, and the cap was never passed.
  */
 START_TEST(test_turns)
 {
-	enum { N = 100, BUFS = 8, RUN_BUFS = 2, CAP_RUNS = 4 };
+	enum { N = 100, BUFS = 8, RUN_BUFS = 4, CAP_RUNS = 5, TURN = CAP_RUNS * RUN_BUFS };
 	us_engine *e = tu_engine(1ull << 40);
 	us_domain *d[N];
 	us_object *o[N];
@@ -277,18 +278,17 @@ START_TEST(test_turns)
 			ck_assert_int_eq(us_buf_put(b), 0);
 		}
 	}
-	for (round = 0; round < N / CAP_RUNS; round++) {
+	for (round = 0; round < N / TURN; round++) {
 		struct us_backend_stats bs = { .size = sizeof(bs) };
 		uint64_t next;
 
 		ck_assert_int_eq(us_engine_poll(e, (round + 1) * MS, &next), CAP_RUNS * RUN_BUFS);
 		ck_assert_int_eq(us_backend_stats(t.backend, &bs), 0);
 		ck_assert_uint_eq(bs.writeback_bytes, CAP_RUNS * RUN_BUFS * K64);
-		/* The next contexts in turn, one run each. */
+		/* The next contexts in turn, one buffer each. */
 		for (i = 0; i < N; i++)
 			ck_assert_uint_eq(tu_stats(d[i]).dirty_bytes,
-					  (i < (round + 1) * CAP_RUNS ? BUFS - RUN_BUFS : BUFS) *
-						  K64);
+					  (i < (round + 1) * TURN ? BUFS - 1 : BUFS) * K64);
 		tb_complete_all(&t);
 		tu_check(e);
 	}

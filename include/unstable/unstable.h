@@ -464,10 +464,11 @@ US_EXPORT int us_backend_destroy(us_backend *b);
  * RPCs of 4 MiB), so that a slow backend holds a bounded amount of memory in
  * flight. The engine's own writeback shares the cap fairly between the
  * writeback contexts (domains) using the backend: each may fill at most
- * cap / active contexts, but never less than one run (US_PARAM_MAX_FLUSH_BYTES,
- * or half the cap when that is smaller), so one domain's slow stream never
- * takes another's share. With more contexts than runs fit in the cap they
- * take turns, round robin, so that each gets the same service over time
+ * cap / active contexts, but never less than a quarter of a run
+ * (US_PARAM_MAX_FLUSH_BYTES, or half the cap when that is smaller; at least
+ * one buffer), so one domain's slow stream never takes another's share. With
+ * more contexts than shares fit in the cap they take turns, round robin, a
+ * turn being one share of bytes, so that each gets the same bytes over time
  * whatever their number. While every context stays within its share the
  * cap holds; a context that filled it while it was alone keeps what it has
  * in flight, and the others still get their shares (so at most twice the
