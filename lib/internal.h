@@ -350,6 +350,7 @@ struct us_wb {
 	 * backend->flight_wbs while writeback (us__wb_lists()). */
 	struct us_list dirty_link, flight_link;
 	uint64_t turn_sent; /* bytes sent in its current turn (poll.c) */
+	uint64_t dirtied_ns; /* a writer last dirtied into it then (wb.c) */
 	uint64_t nobjects;
 	uint64_t dirty, writeback, unstable;
 	uint64_t cleaned;      /* bytes that left WRITEBACK/UNSTABLE as CLEAN, ever */

@@ -334,6 +334,10 @@ void us__wb_writer_note(us_object *o, uint64_t bytes, uint64_t wait_ns)
 
 		o->vtime_ns = sat_add(o->vtime_ns > now ? o->vtime_ns : now,
 				      (uint64_t)((double)bytes * 1e9 / (double)(rl ? rl : 1)));
+		o->wb->dirtied_ns = now;
+		/* Back after a pause that took its share (bw_own()): it
+		 * counts again at once. */
+		share_join(o->wb);
 	}
 	if (us_list_empty(&o->rl_link)) {
 		us_list_add_tail(&o->wb->rl_writers, &o->rl_link);
@@ -532,10 +536,14 @@ static double pipe_own(const us_domain *d)
 
 /*
  * The rates of d's own active contexts, each recorded as counted: the base
- * of the contexts' shares of the thresholds (throttle.c). Active: writing,
- * or its unstable data being committed; unstable data left waiting (its
- * writers gone quiet) takes no share. Kept with the pipelines, as a sum of
- * d's own and its children's (bw_kids).
+ * of the contexts' shares of the thresholds (throttle.c). Active: writes in
+ * flight, its unstable data being committed, or dirty data a writer added
+ * within two bandwidth intervals. Unstable data left waiting (its writers
+ * gone quiet) takes no share, nor does dirty data nobody adds to and
+ * nothing writes back (under the background threshold, waiting to
+ * expire): a fast context whose writer finished would otherwise keep its
+ * whole share of the domain from the slow writers still at work. Kept with
+ * the pipelines, as a sum of d's own and its children's (bw_kids).
  */
 static uint64_t bw_own(us_domain *d)
 {
@@ -546,8 +554,10 @@ static uint64_t bw_own(us_domain *d)
 	us_list_for_each (pos, &d->wbs) {
 		struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
 		bool active =
-			wb->dirty || wb->writeback ||
-			(wb->unstable && (wb->backend->sync_target || wb->backend->commits_busy));
+			wb->writeback ||
+			(wb->unstable && (wb->backend->sync_target || wb->backend->commits_busy)) ||
+			(wb->dirty && us__now(d->engine) < sat_add(wb->dirtied_ns,
+								   2 * d->engine->bw_interval_ns));
 
 		wb->bw_counted = active ? us__wb_share_rate(wb) : 0;
 		wb->bw_joined = 0;
