@@ -72,7 +72,7 @@
  * wins, and any ancestor at its limit stops it.
  *
  * Every writer of a context is paced by the same rule: what it dirtied
- * costs bytes / (ratelimit * max(pos_ratio, 1/4)), where ratelimit is the
+ * costs bytes / (ratelimit * max(pos_ratio, 0.4)), where ratelimit is the
  * context's per-writer rate (wb.c, THE WRITERS' PACE), and moves the
  * object's pace_ns on by that much, however far that is (a max pause
  * bounds a sleep, not what a writer owes). The writer is paused once its
@@ -390,8 +390,14 @@ static uint64_t pace_cost(uint64_t bytes, double rate)
 /* The least position ratio a dirtying is paced at: near the dirty
  * threshold the ratio falls to 0 and the cost of any dirtying grows without
  * bound; the gate holds writers there. Every writer's cost is bounded alike
- * (four times its cost at the ratelimit), whatever its block size. */
-#define US_POS_MIN 0.25
+ * (2.5 times its cost at the ratelimit), whatever its block size. A block
+ * is priced whole at the ratio of the moment it is dirtied, so the bound is
+ * also how long one large block can hold its writer beyond its fair time:
+ * at a quarter (four times), 64 writers of blocks worth a quarter of the
+ * stall target at their share stalled 10 to 40 % past it (200 ms commits:
+ * 550 ms against 400); at 0.4 the sweep of 60 points keeps its Jain
+ * indexes, and those stalls but one (407 ms) are within target. */
+#define US_POS_MIN 0.4
 
 static void account_pause(us_domain *d, uint64_t pause)
 {
