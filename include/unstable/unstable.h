@@ -468,8 +468,10 @@ US_EXPORT int us_backend_destroy(us_backend *b);
  * (US_PARAM_MAX_FLUSH_BYTES, or half the cap when that is smaller; at least
  * one buffer), so one domain's slow stream never takes another's share. With
  * more contexts than shares fit in the cap they take turns, round robin, a
- * turn being one share of bytes, so that each gets the same bytes over time
- * whatever their number. While every context stays within its share the
+ * turn being one share of bytes (with so many contexts that a round of
+ * quarter runs would last more than about 100 ms at the link's rate, less,
+ * down to one buffer), so that each gets the same bytes over time whatever
+ * their number. While every context stays within its share the
  * cap holds; a context that filled it while it was alone keeps what it has
  * in flight, and the others still get their shares (so at most twice the
  * cap, until those writes complete). A single buffer larger than the cap is
