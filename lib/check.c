@@ -197,22 +197,18 @@ static void check_lru_order(struct ctx *c, us_domain *d)
 		     (unsigned long long)m, (unsigned long long)d->lru_min);
 }
 
-/* I12: a queue of waiters in (key, ticket) order, each naming it. */
-static void check_turns(struct ctx *c, const struct us_list *q, const char *what, const void *at)
+/* I12: a queue of waiters in (key, ticket) order, each naming it (and
+ * marked, so that a subtree's marks count its waiters). */
+static bool turns_named(const struct us_tnode *n, const struct us_turnq *q)
 {
-	const struct us_list *pos;
-	const struct us_turn *prev = NULL;
+	return !n || (us_container_of(n, struct us_turn, node)->q == q && n->mark == 1 &&
+		      turns_named(n->left, q) && turns_named(n->right, q));
+}
 
-	us_list_for_each (pos, q) {
-		const struct us_turn *t = us_container_of(pos, struct us_turn, link);
-
-		if (t->q != q || (prev && (prev->key > t->key ||
-					   (prev->key == t->key && prev->ticket > t->ticket)))) {
-			fail(c, "%s %p: waiters out of order or misfiled (I12)", what, at);
-			return;
-		}
-		prev = t;
-	}
+static void check_turns(struct ctx *c, const struct us_turnq *q, const char *what, const void *at)
+{
+	if (!us__turnq_valid(q) || !turns_named(q->root, q))
+		fail(c, "%s %p: waiters out of order or misfiled (I12)", what, at);
 }
 
 /* Checks d's subtree; leaves d->chk summed over it; returns its credit. */

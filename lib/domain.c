@@ -133,8 +133,8 @@ int us_domain_create(us_engine *e, us_domain *parent, const char *name, unsigned
 	us_list_init(&d->children);
 	us_list_init(&d->lru);
 	us_list_init(&d->wbs);
-	us_list_init(&d->gate_q);
-	us_list_init(&d->room_q);
+	us__turnq_init(&d->gate_q);
+	us__turnq_init(&d->room_q);
 	d->max = US_UNLIMITED;
 	d->high = US_UNLIMITED;
 	d->bg_ratio = 10;

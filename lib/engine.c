@@ -226,8 +226,8 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 	us_list_init(&root->sibling);
 	us_list_init(&root->lru);
 	us_list_init(&root->wbs);
-	us_list_init(&root->gate_q);
-	us_list_init(&root->room_q);
+	us__turnq_init(&root->gate_q);
+	us__turnq_init(&root->room_q);
 	root->max = o.memory_bytes;
 	root->high = US_UNLIMITED;
 	root->bg_ratio = 10;

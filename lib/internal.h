@@ -40,8 +40,9 @@
  * I11. The engine's arena_kids list holds exactly the root's children that
  *      own an arena, in the order of the root's children list.
  * I12. Every queue of waiters (a domain's gate_q and room_q, a context's
- *      gate_q) is in (key, ticket) order and each waiter on it names it
- *      (turn.c); a context's rl_writers holds only its own objects (wb.c).
+ *      gate_q) is a balanced tree in (key, ticket) order whose first is
+ *      q->first, each waiter on it naming it and marked (turn.c); a
+ *      context's rl_writers holds only its own objects (wb.c).
  *
  * TRANSITIONS (who performs each)
  *
@@ -152,18 +153,6 @@ static inline void us_list_del(struct us_list *n)
 
 #define us_list_for_each(pos, head) for ((pos) = (head)->next; (pos) != (head); (pos) = (pos)->next)
 
-/*
- * A writer's place in a queue of waiters (turn.c): q is the queue it waits
- * in (NULL: none), key its writer's pace when it joined (the queue's order),
- * ticket its engine-wide arrival number (among equal keys), due_ns the time
- * it was told to come back, grace_ns how long past it its place is kept.
- */
-struct us_turn {
-	struct us_list link;
-	struct us_list *q;
-	uint64_t key, ticket, due_ns, grace_ns;
-};
-
 /* ------------------------------------------------------------------------ */
 /* Intrusive AVL tree keyed by a uint64_t (tree.c).                          */
 
@@ -189,6 +178,45 @@ void us__tree_set_mark(struct us_tnode *root, uint64_t key, bool mark);
 struct us_tnode *us__tree_find_ge_marked(struct us_tnode *root, uint64_t key);
 /* Checks order, balance and mark counts; returns the node count or -1. */
 int64_t us__tree_check(const struct us_tnode *root);
+/* The same tree ordered by a relation instead of the key alone (keys may then
+ * repeat; before() must be a strict total order of the nodes): */
+typedef bool (*us_tree_before)(const struct us_tnode *a, const struct us_tnode *b);
+/* Inserts n after every node not after it; returns the new root. */
+struct us_tnode *us__tree_insert_by(struct us_tnode *root, struct us_tnode *n,
+				    us_tree_before before);
+/* Removes n (which must be in the tree); returns the new root. */
+struct us_tnode *us__tree_remove_by(struct us_tnode *root, struct us_tnode *n,
+				    us_tree_before before);
+/* The first node in order, or NULL: O(log n). */
+struct us_tnode *us__tree_first(struct us_tnode *root);
+/* us__tree_check() by before(). */
+int64_t us__tree_check_by(const struct us_tnode *root, us_tree_before before);
+
+/*
+ * A writer's place in a queue of waiters (turn.c): q is the queue it waits
+ * in (NULL: none), node.key its writer's pace when it joined (the queue's
+ * order), ticket its engine-wide arrival number (among equal keys), due_ns
+ * the time it was told to come back, grace_ns how long past it its place is
+ * kept.
+ */
+struct us_turn {
+	struct us_tnode node;
+	struct us_turnq *q;
+	uint64_t ticket, due_ns, grace_ns;
+};
+
+/* A queue of waiters: their places in a tree by (key, ticket), each marked
+ * (a subtree's marks count its waiters), and the first of them (NULL: none). */
+struct us_turnq {
+	struct us_tnode *root;
+	struct us_turn *first;
+};
+
+static inline void us__turnq_init(struct us_turnq *q)
+{
+	q->root = NULL;
+	q->first = NULL;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Records                                                                   */
@@ -298,7 +326,7 @@ struct us_domain {
 	struct us_list wbs;
 	/* Writers waiting, by virtual time (turn.c): at this domain's dirty
 	 * threshold (gate_q), and for room under its max (room_q). */
-	struct us_list gate_q, room_q;
+	struct us_turnq gate_q, room_q;
 	/*
 	 * granted: the lock-free credit outstanding in the whole subtree, held
 	 * by writer caches (tcache.c), spent or not, until drained into pinned;
@@ -361,7 +389,7 @@ struct us_wb {
 	uint64_t bw_counted;   /* its weight in its domains' bw_sum, 0: not in it */
 	bool bw_measured;      /* a sample saw it clean data (its bw is its own) */
 	uint64_t bw_joined;    /* its part of domain->bw_join, 0: none */
-	struct us_list gate_q; /* writers waiting at its share (turn.c) */
+	struct us_turnq gate_q; /* writers waiting at its share (turn.c) */
 	/* The pace of each of its writers (wb.c: us__wb_ratelimit()): bytes
 	 * per second at a position ratio of 1, 0 before the first estimate;
 	 * the time of the last estimate, and the objects that dirtied or
@@ -758,13 +786,18 @@ uint64_t us__commit_due(const us_object *o);
  * the lock. key: max(o->vtime_ns, now) (us__turn_key()). */
 /* t waits in q (joins in key order unless it waits there already) and will
  * be back at due_ns. */
-void us__turn_join(us_engine *e, struct us_turn *t, struct us_list *q, uint64_t key,
+void us__turn_join(us_engine *e, struct us_turn *t, struct us_turnq *q, uint64_t key,
 		   uint64_t due_ns);
 void us__turn_leave(struct us_turn *t);
 /* The live waiter of q that t (of key key, if it is not queued) must let go
  * first, or NULL (q's stale heads are dropped on the way). */
-struct us_turn *us__turn_ahead(struct us_list *q, const struct us_turn *t, uint64_t key,
+struct us_turn *us__turn_ahead(struct us_turnq *q, const struct us_turn *t, uint64_t key,
 			       uint64_t now);
+/* q's tree is in order and balanced, and q->first is its first waiter. */
+bool us__turnq_valid(const struct us_turnq *q);
+/* How many waiters of q come before t: before its place if it waits in q,
+ * else those of a key not above key. O(log n). */
+uint64_t us__turn_rank(const struct us_turnq *q, const struct us_turn *t, uint64_t key);
 static inline uint64_t us__turn_key(const us_object *o, uint64_t now)
 {
 	return o->vtime_ns > now ? o->vtime_ns : now;

@@ -98,18 +98,18 @@ struct level {
 };
 
 struct throttle {
-	double pos;		/* smallest position ratio on the chain */
-	bool bg;		/* some domain is past its background threshold */
-	bool paused;		/* some domain is past its freerun */
-	bool over;		/* some domain is at its dirty limit */
-	uint64_t margin;	/* smallest freerun - pinned - granted on the chain */
-	uint64_t below;		/* smallest freerun - pinned of the levels under it */
-	struct us_wb *wb;	/* the writer's context, for its share; or NULL */
-	us_object *obj;		/* the writer, for its own pinned bytes; or NULL */
-	us_domain *spent;	/* topmost domain with pinned + granted past bg and
-			     credit outstanding; or NULL */
-	struct us_list *over_q; /* the waiters' queue of the first limit
-				   that stops the writer (turn.c); or NULL */
+	double pos;		 /* smallest position ratio on the chain */
+	bool bg;		 /* some domain is past its background threshold */
+	bool paused;		 /* some domain is past its freerun */
+	bool over;		 /* some domain is at its dirty limit */
+	uint64_t margin;	 /* smallest freerun - pinned - granted on the chain */
+	uint64_t below;		 /* smallest freerun - pinned of the levels under it */
+	struct us_wb *wb;	 /* the writer's context, for its share; or NULL */
+	us_object *obj;		 /* the writer, for its own pinned bytes; or NULL */
+	us_domain *spent;	 /* topmost domain with pinned + granted past bg and
+				    credit outstanding; or NULL */
+	struct us_turnq *over_q; /* the waiters' queue of the first limit
+				    that stops the writer (turn.c); or NULL */
 };
 
 /* Nothing found yet: no pause, no limit, the widest margin. */
@@ -154,7 +154,7 @@ static uint64_t wb_pinned(const struct us_wb *wb)
  * context holds nothing is never stopped at the gate (it pauses at most).
  */
 static void position(struct throttle *t, uint64_t pinned, uint64_t bg, uint64_t dirty, uint64_t own,
-		     struct us_list *q)
+		     struct us_turnq *q)
 {
 	uint64_t freerun, setpoint;
 	double x, pos;
@@ -597,11 +597,36 @@ static struct us_turn *gate_ahead(us_object *o, uint64_t now)
 	return h;
 }
 
+/*
+ * How long o waits when only the order holds it (ahead waits before it at
+ * a gate of its chain): a floor, as ahead is due back any moment. But where
+ * ahead is due already and has not come back, a quarter of the floor for
+ * each waiter of its queue before o (at most a min pause). The waiters of a
+ * queue are often all due at one moment (the end of the commit that freed
+ * their room), and a host that looks at them in another order than the
+ * queue's (by index, or as its threads wake) would see each one but the
+ * first held, and again every floor until those before it went: k waiters,
+ * about k^2 / 2 looks. Spaced by their ranks they come back in the queue's
+ * order, about once each.
+ */
+static uint64_t order_pause(const us_object *o, const struct us_turn *ahead, uint64_t floor,
+			    uint64_t now)
+{
+	uint64_t r, pause;
+
+	if (ahead->due_ns > now)
+		return floor;
+	r = us__turn_rank(ahead->q, &o->gate, us__turn_key(o, now));
+	pause = min64((uint64_t)((double)floor / 4 * (double)(r ? r : 1)), min_pause(o, floor));
+	return pause < floor ? floor : pause;
+}
+
 static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake)
 {
 	struct throttle t = THROTTLE_INIT;
 	us_engine *e = o->engine;
 	uint64_t bw = us__wb_link_rate(o->wb), pause, floor, owed, now = us__now(e);
+	struct us_turn *ahead;
 	struct level l;
 	bool shared;
 
@@ -618,8 +643,8 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 	 * now or soon and goes first (turn.c): back then. It takes no place
 	 * in the queue: it is held by the order, not by a limit, and a queue
 	 * of such writers would each wait for the one before it to wake. */
-	if (!t.over && o->pinned && gate_ahead(o, now)) {
-		pause = pause_floor(o, l);
+	if (!t.over && o->pinned && (ahead = gate_ahead(o, now))) {
+		pause = order_pause(o, ahead, pause_floor(o, l), now);
 		us__domain_event(o->domain, US_EV_OVER_LIMIT, 1);
 		*pause_ns = pause;
 		return -EAGAIN;

@@ -101,28 +101,70 @@ static struct us_tnode *remove_min(struct us_tnode *n, struct us_tnode **min)
 	return balance(n);
 }
 
-struct us_tnode *us__tree_remove(struct us_tnode *root, uint64_t key)
+/* The subtree of n without n itself. */
+static struct us_tnode *unlink_top(struct us_tnode *n)
 {
 	struct us_tnode *m;
 
+	if (!n->left)
+		return n->right;
+	if (!n->right)
+		return n->left;
+	/* Replace the node by its successor, relinked in its place. */
+	n->right = remove_min(n->right, &m);
+	m->left = n->left;
+	m->right = n->right;
+	return balance(m);
+}
+
+struct us_tnode *us__tree_remove(struct us_tnode *root, uint64_t key)
+{
 	if (!root)
 		return NULL;
-	if (key < root->key) {
+	if (key == root->key)
+		return unlink_top(root);
+	if (key < root->key)
 		root->left = us__tree_remove(root->left, key);
-	} else if (key > root->key) {
+	else
 		root->right = us__tree_remove(root->right, key);
-	} else {
-		if (!root->left)
-			return root->right;
-		if (!root->right)
-			return root->left;
-		/* Replace the node by its successor, relinked in its place. */
-		root->right = remove_min(root->right, &m);
-		m->left = root->left;
-		m->right = root->right;
-		root = m;
-	}
 	return balance(root);
+}
+
+struct us_tnode *us__tree_insert_by(struct us_tnode *root, struct us_tnode *n,
+				    us_tree_before before)
+{
+	if (!root) {
+		n->left = n->right = NULL;
+		n->height = 1;
+		n->marks = n->mark;
+		return n;
+	}
+	if (before(n, root))
+		root->left = us__tree_insert_by(root->left, n, before);
+	else
+		root->right = us__tree_insert_by(root->right, n, before);
+	return balance(root);
+}
+
+struct us_tnode *us__tree_remove_by(struct us_tnode *root, struct us_tnode *n,
+				    us_tree_before before)
+{
+	if (!root)
+		return NULL;
+	if (root == n)
+		return unlink_top(root);
+	if (before(n, root))
+		root->left = us__tree_remove_by(root->left, n, before);
+	else
+		root->right = us__tree_remove_by(root->right, n, before);
+	return balance(root);
+}
+
+struct us_tnode *us__tree_first(struct us_tnode *n)
+{
+	while (n && n->left)
+		n = n->left;
+	return n;
 }
 
 struct us_tnode *us__tree_find_le(struct us_tnode *n, uint64_t key)
@@ -206,6 +248,15 @@ struct us_tnode *us__tree_find_ge_marked(struct us_tnode *n, uint64_t key)
 	return first_marked(n->right);
 }
 
+/* n's height, balance and mark count, from its children's. */
+static bool shape_ok(const struct us_tnode *n)
+{
+	int32_t l = height(n->left), r = height(n->right);
+
+	return n->height == 1 + (l > r ? l : r) && l - r <= 1 && r - l <= 1 &&
+	       n->marks == n->mark + marks(n->left) + marks(n->right);
+}
+
 static int64_t check(const struct us_tnode *n, uint64_t lo, uint64_t hi, bool has_lo, bool has_hi)
 {
 	int64_t l, r;
@@ -218,12 +269,7 @@ static int64_t check(const struct us_tnode *n, uint64_t lo, uint64_t hi, bool ha
 	r = check(n->right, n->key, hi, true, has_hi);
 	if (l < 0 || r < 0)
 		return -1;
-	if (n->height !=
-	    1 + (height(n->left) > height(n->right) ? height(n->left) : height(n->right)))
-		return -1;
-	if (height(n->left) - height(n->right) > 1 || height(n->right) - height(n->left) > 1)
-		return -1;
-	if (n->marks != n->mark + marks(n->left) + marks(n->right))
+	if (!shape_ok(n))
 		return -1;
 	return 1 + l + r;
 }
@@ -231,4 +277,32 @@ static int64_t check(const struct us_tnode *n, uint64_t lo, uint64_t hi, bool ha
 int64_t us__tree_check(const struct us_tnode *root)
 {
 	return check(root, 0, 0, false, false);
+}
+
+/* The shape of n (heights, balance, mark counts) and the order of its nodes
+ * by before(), *prev being the node before n's subtree in that order. */
+static int64_t check_by(const struct us_tnode *n, us_tree_before before,
+			const struct us_tnode **prev)
+{
+	int64_t l, r;
+
+	if (!n)
+		return 0;
+	l = check_by(n->left, before, prev);
+	if (l < 0 || (*prev && !before(*prev, n)))
+		return -1;
+	*prev = n;
+	r = check_by(n->right, before, prev);
+	if (r < 0)
+		return -1;
+	if (!shape_ok(n))
+		return -1;
+	return 1 + l + r;
+}
+
+int64_t us__tree_check_by(const struct us_tnode *root, us_tree_before before)
+{
+	const struct us_tnode *prev = NULL;
+
+	return check_by(root, before, &prev);
 }

@@ -49,27 +49,38 @@
  * found at the head, and joins anew if it returns. A writer's object
  * leaves its queues when it is destroyed.
  *
- * Costs: leaving is O(1); joining walks back from the end of the queue
- * over the waiters with a larger key (none for equal writers); the check
- * looks at the head of each queue of the chain, O(depth), plus the stale
- * heads it drops.
+ * A queue is a balanced tree of its waiters in that order (tree.c), with
+ * its first waiter at hand, and each subtree counting its waiters (the
+ * tree's marks: every waiter is marked): joining, leaving and a waiter's
+ * rank (how many come before it) cost O(log n) for n waiters, wherever the
+ * key falls among theirs (a sorted list walked from its end cost as many
+ * steps as waiters with a larger key: thousands at a root's gate, where
+ * writers of every domain wait with keys spread over seconds); the check
+ * looks at the first waiter of each queue of the chain, O(depth), plus the
+ * stale ones it drops.
  */
 #include "internal.h"
 
-void us__turn_join(us_engine *e, struct us_turn *t, struct us_list *q, uint64_t key,
+/* Queue order: by key, then by ticket (arrival). */
+static bool before(const struct us_tnode *a, const struct us_tnode *b)
+{
+	const struct us_turn *x = us_container_of(a, struct us_turn, node);
+	const struct us_turn *y = us_container_of(b, struct us_turn, node);
+
+	return x->node.key != y->node.key ? x->node.key < y->node.key : x->ticket < y->ticket;
+}
+
+void us__turn_join(us_engine *e, struct us_turn *t, struct us_turnq *q, uint64_t key,
 		   uint64_t due_ns)
 {
 	if (!t->q) {
-		struct us_list *pos = q->prev;
-
 		t->q = q;
-		t->key = key;
+		t->node.key = key;
+		t->node.mark = 1; /* a subtree's marks count its waiters */
 		t->ticket = ++e->turn_tickets;
-		/* In key order, arrivals last among equal keys: from the end,
-		 * where a new waiter usually belongs. */
-		while (pos != q && us_container_of(pos, struct us_turn, link)->key > key)
-			pos = pos->prev;
-		us_list_insert_after(pos, &t->link);
+		q->root = us__tree_insert_by(q->root, &t->node, before);
+		if (!q->first || before(&t->node, &q->first->node))
+			q->first = t;
 	}
 	t->due_ns = due_ns;
 	/* As long again as it was told to wait, at least a min pause, at
@@ -84,18 +95,53 @@ void us__turn_join(us_engine *e, struct us_turn *t, struct us_list *q, uint64_t 
 
 void us__turn_leave(struct us_turn *t)
 {
-	if (t->q) {
-		us_list_del(&t->link);
+	struct us_turnq *q = t->q;
+
+	if (q) {
+		q->root = us__tree_remove_by(q->root, &t->node, before);
+		if (q->first == t) {
+			struct us_tnode *f = us__tree_first(q->root);
+
+			q->first = f ? us_container_of(f, struct us_turn, node) : NULL;
+		}
 		t->q = NULL;
 	}
 }
 
-/* The first live waiter of q, dropping those that did not come back. */
-static struct us_turn *live_head(struct us_list *q, uint64_t now)
+uint64_t us__turn_rank(const struct us_turnq *q, const struct us_turn *t, uint64_t key)
 {
-	while (!us_list_empty(q)) {
-		struct us_turn *h = us_container_of(q->next, struct us_turn, link);
+	const struct us_tnode *n = q->root;
+	uint64_t r = 0;
 
+	while (n) {
+		uint64_t left = n->left ? n->left->marks : 0;
+
+		if (n == &t->node)
+			return r + left;
+		if (t->q == q ? before(&t->node, n) : key < n->key) {
+			n = n->left;
+		} else {
+			r += 1 + left;
+			n = n->right;
+		}
+	}
+	return r;
+}
+
+bool us__turnq_valid(const struct us_turnq *q)
+{
+	struct us_tnode *f = us__tree_first(q->root);
+
+	return us__tree_check_by(q->root, before) >= 0 &&
+	       q->first == (f ? us_container_of(f, struct us_turn, node) : NULL);
+}
+
+/* The first live waiter of q, dropping those that did not come back. */
+static struct us_turn *live_head(struct us_turnq *q, uint64_t now)
+{
+	struct us_turn *h;
+
+	while ((h = q->first)) {
 		if (sat_add(h->due_ns, h->grace_ns) >= now)
 			return h;
 		us__turn_leave(h);
@@ -103,7 +149,7 @@ static struct us_turn *live_head(struct us_list *q, uint64_t now)
 	return NULL;
 }
 
-struct us_turn *us__turn_ahead(struct us_list *q, const struct us_turn *t, uint64_t key,
+struct us_turn *us__turn_ahead(struct us_turnq *q, const struct us_turn *t, uint64_t key,
 			       uint64_t now)
 {
 	struct us_turn *h = live_head(q, now);
@@ -112,7 +158,7 @@ struct us_turn *us__turn_ahead(struct us_list *q, const struct us_turn *t, uint6
 		return NULL;
 	/* Queued: its own place decides. Not queued: it goes before the
 	 * head only with a smaller pace (it has had less). */
-	if (t->q ? (h->key > t->key || (h->key == t->key && h->ticket > t->ticket)) : h->key > key)
+	if (t->q ? before(&t->node, &h->node) : h->node.key > key)
 		return NULL;
 	return h;
 }

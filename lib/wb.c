@@ -67,7 +67,7 @@ int us__wb_attach(us_object *o)
 	us_list_init(&wb->dirty_objs);
 	us_list_init(&wb->dirty_link);
 	us_list_init(&wb->flight_link);
-	us_list_init(&wb->gate_q);
+	us__turnq_init(&wb->gate_q);
 	us_list_init(&wb->rl_writers);
 	us_list_add_tail(&o->backend->wbs, &wb->bk_link);
 	us_list_add_tail(&o->domain->wbs, &wb->dom_link);

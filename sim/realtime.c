@@ -956,6 +956,7 @@ out:
 			wr->enomem = w->enomem;
 			wr->max_pause_ns = w->pauses.max;
 			wr->p99_pause_ns = sim_pauses_p99(&w->pauses);
+			wr->pauses = w->pauses.n;
 			if (s->file) {
 				wr->lost_bytes = w->lost; /* file_verify() */
 			} else {

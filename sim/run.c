@@ -849,6 +849,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		wr->enomem = w[i].enomem;
 		wr->max_pause_ns = w[i].pauses.max;
 		wr->p99_pause_ns = sim_pauses_p99(&w[i].pauses);
+		wr->pauses = w[i].pauses.n;
 		wr->max_stall_ns = w[i].max_stall;
 		wr->oom = w[i].oom;
 		/* Measured: the blocks not at the server as last written. */

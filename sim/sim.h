@@ -117,6 +117,10 @@ struct sim_config {
 struct sim_writer_result {
 	/* done_ns: until its last block was copied (its copy time included). */
 	uint64_t bytes, done_ns, enomem, max_pause_ns, p99_pause_ns, lost_bytes;
+	/* The pauses recorded: one per block dirtied (its pause, perhaps 0),
+	 * per us_object_balance() that told it to wait, per wait for memory:
+	 * how often it came to the engine. */
+	uint64_t pauses;
 	/* The longest time without progress: between the end of one block's
 	 * copy and the dirtying of the next (pauses and memory waits), or up
 	 * to the ENOMEM or OOM that stopped it. Measured by the simulator. */
