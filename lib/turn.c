@@ -24,12 +24,13 @@
  *     domain's and every ancestor's), the first live waiter is itself or
  *     comes after it; a writer not queued goes before the first waiter only
  *     if its virtual time is behind that waiter's key (it has had less);
- *   - a writer that may not go is told to come back shortly; it joins the
- *     queue only when a limit holds it (over a threshold, no room under a
- *     max), not when only the order does (under every limit, behind a
- *     waiter): a queue of writers held by the order alone would each wait
- *     for the one before it to wake, one pause per writer, with room for
- *     all of them;
+ *   - a writer that may not go is told to come back shortly (behind a
+ *     waiter that is due and not back, later by its rank in that queue:
+ *     order_pause() in throttle.c); it joins the queue only when a limit
+ *     holds it (over a threshold, no room under a max), not when only the
+ *     order does (under every limit, behind a waiter): a queue of writers
+ *     held by the order alone would each wait for the one before it to
+ *     wake, one pause per writer, with room for all of them;
  *   - a writer that goes leaves its queue; to wait again it joins anew.
  *
  * Equal writers have equal virtual times: they are served in the order
