@@ -172,8 +172,7 @@ END_TEST
  * a block's pace was owed whole (not cut at a max pause) and held its
  * writer with nothing pinned, 16 writers with 1 ms commits in 10 MiB had
  * Jain 0.95 and 4 writers of up to 1 MiB blocks on a 2 MiB/s link 0.70.
- * Still open, so not here: stalls of 64 writers with 200 ms commits at
- * 10x (407 ms against 400), windows of 2 s with commits of 1 s and more
+ * Still open, so not here: windows of 2 s with commits of 1 s and more
  * (0 to 0.99).
  */
 static const struct {
@@ -210,6 +209,12 @@ static const struct {
 	{ 64, 20, 10, 1024, 0 },
 	{ 64, 1, 100, 1024, 0 },
 	{ 64, 1000, 10, 102, 0 },
+	/* 64 writers with 200 ms commits at 10x: the first blocks, dirtied
+	 * at memory speed and priced at the rate guessed before the first
+	 * estimate, held the last writer of 816 KiB blocks 407 ms against
+	 * 400; what is owed at the guess is bounded now (throttle.c), 256
+	 * ms. */
+	{ 64, 200, 10, 512, 0 },
 };
 
 START_TEST(test_writers_share)
