@@ -151,97 +151,78 @@ END_TEST
 /* Writers of one domain share it.                                          */
 
 /*
- * N writers in one domain, block sizes 4 KiB, 64 KiB and 1 MiB in turn (at
- * most max / 2N, so that N blocks fit, and at most what a writer's share of
- * the link moves in a quarter of the stall target, so that one block at the
- * fair share is not itself a stall), bandwidth bw, commit latency C, max a
- * multiple of bw x C; together they write 4 s of the bound min(bw, max /
- * 2C). The targets are a Jain index of 0.99, no writer without progress for
- * longer than max(200 ms, 2C) while a sibling progresses, and 0.9 of the
- * bound. They hold at every point here; but with 1 ms commits at 2x, where
- * each commit's batch is a few blocks, throughput is 0.54 to 0.65 of the
- * bound (asserted: 0.5).
+ * N writers in one domain, over the whole grid the targets are set on
+ * (bench/contention-sweep, which prints the same figures for runs three
+ * times as long): N = 2, 4, 16, 64; commit latency C = 1 ms, 20 ms, 200
+ * ms, 1 s, 4 s; max 2x, 10x and 100x bandwidth x C, the bandwidth 1 GiB/s
+ * or less where the max would pass 1 GiB (bw = 1 GiB / (multiple x C)).
+ * Block sizes 4 KiB, 64 KiB and 1 MiB in turn, each at most max / 2N (N
+ * blocks fit) and at most what a writer's share of the link moves in a
+ * quarter of the stall target (one block at the fair share is not itself a
+ * stall). Together they write 4 s of the bound min(bw, max / 2C), 12 s
+ * where commits take a second or more (4 s is then a few commits, and the
+ * first ones, before the latency is known, weigh on the whole), or twice
+ * the max.
  *
- * Where a point names a stall bound of its own, it is what holds today and
- * guards a fix: 2 writers with 4 s commits wait for nothing while the first
- * commit is in flight (its age sizes the pipeline: 1.9 s stalls before).
+ * Asserted at every point: a Jain index of 0.99 over the run, no writer
+ * without progress for longer than max(200 ms, 2C) while a sibling
+ * progresses, and 0.9 of the bound; but with 1 ms commits at 2x, where each
+ * commit's batch is a few blocks and a write's own latency (1 ms) pins the
+ * data as long as the commit does, 0.54 to 0.63 of the bound (asserted:
+ * 0.5), and 64 writers with 20 ms commits at 2x 0.85 (asserted: 0.8).
+ * 2 writers with 4 s commits at 10x must not stall past 500 ms: they wait
+ * for nothing while the first commit is in flight (its age sizes the
+ * pipeline: 1.9 s stalls before). Not asserted: the Jain index over every
+ * window of 2 s, below 0.99 at 16 points (docs/guide.md says why).
  *
  * Before the writers' pace and virtual time: Jain 0.66 to 0.70 with mixed
  * blocks; before writers held by the order alone stopped taking a place in
  * the queues, 0.3 to 0.6 of the bound at 2x and stalls up to 450 ms; before
  * a block's pace was owed whole (not cut at a max pause) and held its
  * writer with nothing pinned, 16 writers with 1 ms commits in 10 MiB had
- * Jain 0.95 and 4 writers of up to 1 MiB blocks on a 2 MiB/s link 0.70.
- * Still open, so not here: windows of 2 s with commits of 1 s and more
- * (0 to 0.99).
+ * Jain 0.95 and 4 writers of up to 1 MiB blocks on a 2 MiB/s link 0.70;
+ * while a block was priced at a position ratio down to a quarter, 64
+ * writers stalled 226 ms (20 ms commits at 10x), 235 ms (1 ms at 100x) and
+ * 2.08 s (1 s at 10x); and while what a writer owed at the rate guessed
+ * before the first estimate was not bounded, 64 writers with 200 ms commits
+ * at 10x stalled 407 ms.
  */
-static const struct {
-	int n;
-	uint64_t clat_ms, mult, bw_mib, stall_ms;
-} sh[] = {
-	{ 2, 1, 2, 1024, 0 },
-	{ 2, 1, 10, 1024, 0 },
-	{ 2, 20, 2, 1024, 0 },
-	{ 2, 20, 10, 1024, 0 },
-	{ 2, 200, 2, 1024, 0 },
-	{ 2, 200, 10, 1024, 0 },
-	{ 4, 1, 2, 1024, 0 },
-	{ 4, 1, 10, 1024, 0 },
-	{ 4, 20, 2, 1024, 0 },
-	{ 4, 20, 10, 1024, 0 },
-	{ 4, 200, 2, 1024, 0 },
-	{ 4, 200, 10, 1024, 0 },
-	{ 16, 1, 2, 1024, 0 },
-	{ 16, 20, 2, 1024, 0 },
-	{ 16, 20, 10, 1024, 0 },
-	{ 16, 200, 2, 1024, 0 },
-	{ 16, 200, 10, 1024, 0 },
-	{ 16, 1, 10, 1024, 0 },
-	{ 64, 1, 10, 1024, 0 },
-	{ 64, 200, 2, 1024, 0 },
-	{ 4, 4000, 100, 2, 0 },
-	{ 16, 1000, 100, 10, 0 },
-	{ 2, 4000, 10, 25, 500 },
-	/* 64 writers with blocks worth a quarter of the stall target at
-	 * their share: each block was priced at a position ratio down to a
-	 * quarter (226 ms, 235 ms and 2.08 s against 200 ms, 200 ms and
-	 * 2 s), now 0.4. */
-	{ 64, 20, 10, 1024, 0 },
-	{ 64, 1, 100, 1024, 0 },
-	{ 64, 1000, 10, 102, 0 },
-	/* 64 writers with 200 ms commits at 10x: the first blocks, dirtied
-	 * at memory speed and priced at the rate guessed before the first
-	 * estimate, held the last writer of 816 KiB blocks 407 ms against
-	 * 400; what is owed at the guess is bounded now (throttle.c), 256
-	 * ms. */
-	{ 64, 200, 10, 512, 0 },
-};
+static const int grid_n[] = { 2, 4, 16, 64 };
+static const uint64_t grid_clat_ms[] = { 1, 20, 200, 1000, 4000 };
+static const uint64_t grid_mult[] = { 2, 10, 100 };
+
+#define GRID_POINTS 60
 
 START_TEST(test_writers_share)
 {
 	static const uint64_t bss[] = { 4096, 65536, 1 << 20 };
 	static char spec[70][96];
 	const char *specs[72];
-	const uint64_t bw = sh[_i].bw_mib << 20, c = sh[_i].clat_ms * MS;
-	uint64_t max = (uint64_t)((double)sh[_i].mult * (double)bw * (double)c / SEC);
+	const int n = grid_n[_i / 15];
+	const uint64_t clat_ms = grid_clat_ms[_i / 3 % 5], mult = grid_mult[_i % 3];
+	const double fit = 1024.0 * 1000.0 / (double)(mult * clat_ms);
+	const uint64_t bw_mib = fit >= 1024 ? 1024 : fit < 1 ? 1 : (uint64_t)fit;
+	const uint64_t bw = bw_mib << 20, c = clat_ms * MS, len = clat_ms >= 1000 ? 12 : 4;
+	uint64_t max = (uint64_t)((double)mult * (double)bw * (double)c / SEC);
 	double bound = (double)max * SEC / (2.0 * (double)c), thr, sum = 0, sum2 = 0, end = 0;
+	double floor = clat_ms == 1 && mult == 2 ? 0.5 : n == 64 && clat_ms == 20 && mult == 2 ? 0.8 : 0.9;
 	uint64_t total, per, stall = 0, lim = 2 * c > 200 * MS ? 2 * c : 200 * MS, cap;
 	struct sim_config cfg;
 	struct sim_result r;
-	int i, k = 0, n = sh[_i].n;
+	int i, k = 0;
 
 	if (bound > (double)bw)
 		bound = (double)bw;
-	total = (uint64_t)(4 * bound) > 2 * max ? (uint64_t)(4 * bound) : 2 * max;
+	total = (uint64_t)((double)len * bound) > 2 * max ? (uint64_t)((double)len * bound) : 2 * max;
 	per = total / (uint64_t)n;
 	cap = max / (2 * (uint64_t)n);
 	if ((uint64_t)(bound / n * (double)lim / SEC / 4) < cap)
 		cap = (uint64_t)(bound / n * (double)lim / SEC / 4);
 	cap = cap < 4096 ? 4096 : cap / 4096 * 4096;
-	if (sh[_i].stall_ms)
-		lim = sh[_i].stall_ms * MS;
+	if (n == 2 && clat_ms == 4000 && mult == 10)
+		lim = 500 * MS;
 	snprintf(spec[k], sizeof(spec[k]), "b:bw=%lluM/s,commit-lat=%llums",
-		 (unsigned long long)sh[_i].bw_mib, (unsigned long long)sh[_i].clat_ms);
+		 (unsigned long long)bw_mib, (unsigned long long)clat_ms);
 	specs[k] = spec[k];
 	k++;
 	snprintf(spec[k], sizeof(spec[k]), "d:a,max=%llu", (unsigned long long)max);
@@ -273,14 +254,12 @@ START_TEST(test_writers_share)
 	fprintf(stderr,
 		"%d writers, %llu MiB/s, commits %llu ms, max %llux: Jain %.4f (windows %.4f), "
 		"longest stall %.0f ms (bound %.0f), %.3f of the bound\n",
-		n, (unsigned long long)sh[_i].bw_mib, (unsigned long long)sh[_i].clat_ms,
-		(unsigned long long)sh[_i].mult, r.jain, r.jain_window, (double)stall / 1e6,
-		(double)lim / 1e6, thr);
+		n, (unsigned long long)bw_mib, (unsigned long long)clat_ms, (unsigned long long)mult,
+		r.jain, r.jain_window, (double)stall / 1e6, (double)lim / 1e6, thr);
 	ck_assert_msg(r.jain >= 0.99, "Jain %.4f", r.jain);
 	ck_assert_msg(fabs(r.jain - sum * sum / ((double)n * sum2)) < 1e-3, "Jain recomputed");
 	ck_assert_msg(stall <= lim, "stall %.0f ms", (double)stall / 1e6);
-	ck_assert_msg(thr >= (sh[_i].clat_ms == 1 && sh[_i].mult == 2 ? 0.5 : 0.9),
-		      "%.3f of the bound", thr);
+	ck_assert_msg(thr >= floor, "%.3f of the bound", thr);
 	sim_result_free(&r);
 	sim_config_free(&cfg);
 }
@@ -579,7 +558,7 @@ Suite *contention_suite(void)
 #if defined(__SANITIZE_THREAD__)
 	tcase_add_loop_test(tc, test_writers_share, 0, 3);
 #else
-	tcase_add_loop_test(tc, test_writers_share, 0, (int)(sizeof(sh) / sizeof(sh[0])));
+	tcase_add_loop_test(tc, test_writers_share, 0, GRID_POINTS);
 #endif
 	suite_add_tcase(s, tc);
 	tc = tcase_create("shares");
