@@ -369,26 +369,19 @@ struct us_domain {
  * clean-out bandwidth estimate, which sets the throttled writers' rate.
  */
 struct us_wb {
+	/* First what a writer's check at the gate reads of its context
+	 * (throttle.c; wb.c: its rates and shares; turn.c), side by side: with
+	 * 100,000 contexts hardly one is in the caches when its writer comes
+	 * back, and each line read is a miss. Two or three lines, not the five
+	 * they took spread over the struct. */
 	us_backend *backend;
 	us_domain *domain;
-	struct us_list bk_link;	   /* backend->wbs */
-	struct us_list dom_link;   /* domain->wbs */
-	struct us_list dirty_objs; /* us_object.dirty_link, by dirtied_when */
-	/* backend->dirty_wbs while dirty (in turn order, poll.c), and
-	 * backend->flight_wbs while writeback (us__wb_lists()). */
-	struct us_list dirty_link, flight_link;
-	uint64_t turn_sent; /* bytes sent in its current turn (poll.c) */
-	uint64_t dirtied_ns; /* a writer last dirtied into it then (wb.c) */
-	uint64_t nobjects;
 	uint64_t dirty, writeback, unstable;
-	uint64_t cleaned;      /* bytes that left WRITEBACK/UNSTABLE as CLEAN, ever */
-	uint64_t bw;	       /* estimated bytes per second */
-	uint64_t bw_stamp_ns;  /* last sample */
-	uint64_t bw_cleaned;   /* cleaned at the last sample */
-	uint64_t bw_last;      /* the last sample alone, bytes per second */
-	uint64_t bw_counted;   /* its weight in its domains' bw_sum, 0: not in it */
-	bool bw_measured;      /* a sample saw it clean data (its bw is its own) */
-	uint64_t bw_joined;    /* its part of domain->bw_join, 0: none */
+	uint64_t bw_counted;	/* its weight in its domains' bw_sum, 0: not in it */
+	uint64_t bw_joined;	/* its part of domain->bw_join, 0: none */
+	bool bw_measured;	/* a sample saw it clean data (its bw is its own) */
+	uint64_t bw;		/* estimated bytes per second */
+	uint64_t bw_last;	/* the last sample alone, bytes per second */
 	struct us_turnq gate_q; /* writers waiting at its share (turn.c) */
 	/* The pace of each of its writers (wb.c: us__wb_ratelimit()): bytes
 	 * per second at a position ratio of 1, 0 before the first estimate;
@@ -397,6 +390,19 @@ struct us_wb {
 	uint64_t ratelimit, rl_stamp_ns;
 	struct us_list rl_writers;
 	uint64_t rl_nwriters;
+
+	struct us_list bk_link;	   /* backend->wbs */
+	struct us_list dom_link;   /* domain->wbs */
+	struct us_list dirty_objs; /* us_object.dirty_link, by dirtied_when */
+	/* backend->dirty_wbs while dirty (in turn order, poll.c), and
+	 * backend->flight_wbs while writeback (us__wb_lists()). */
+	struct us_list dirty_link, flight_link;
+	uint64_t turn_sent;  /* bytes sent in its current turn (poll.c) */
+	uint64_t dirtied_ns; /* a writer last dirtied into it then (wb.c) */
+	uint64_t nobjects;
+	uint64_t cleaned;	    /* bytes that left WRITEBACK/UNSTABLE as CLEAN, ever */
+	uint64_t bw_stamp_ns;	    /* last sample */
+	uint64_t bw_cleaned;	    /* cleaned at the last sample */
 	uint64_t chk[5];	    /* scratch for the checker */
 	struct us_list sample_link; /* engine->wb_samples, by bw_stamp_ns (I9) */
 };
@@ -453,15 +459,24 @@ struct us_backend {
 };
 
 struct us_object {
+	/* First what its writer's check at the gate reads (throttle.c,
+	 * us__stall_note(), us__wb_writer_note(), turn.c), side by side as in
+	 * struct us_wb: four or five lines, not seven. */
 	us_engine *engine;
 	us_backend *backend;
 	us_domain *domain;
-	void *user;
 	struct us_wb *wb;
-	struct us_list dirty_link; /* wb->dirty_objs while ndirty > 0 */
+	uint64_t pinned; /* bytes in DIRTY, WRITEBACK or UNSTABLE */
 	/* The time until which what its writer dirtied holds it (throttle.c);
 	 * 0 or past: nothing owed. */
 	uint64_t pace_ns;
+	uint64_t high_debt_ns;	/* memory.high delay not yet returned */
+	uint64_t commit_target; /* 0: no commit of the engine's in flight */
+	uint64_t commit_issued_ns;
+	/* The stall of o's writer (us__stall_note()): the waits it served so
+	 * far without progress, and the wait it was last handed (0: none)
+	 * at stall_mark_ns. */
+	uint64_t stall_acc_ns, stall_wait_ns, stall_mark_ns;
 	/* On wb->rl_writers while it dirtied or waited since the context's
 	 * last pace estimate: the bytes it dirtied and the time it waited. */
 	struct us_list rl_link;
@@ -473,11 +488,9 @@ struct us_object {
 	/* Its writer's places among the waiters (turn.c): at a dirty
 	 * threshold's gate, and for room under a max. */
 	struct us_turn gate, room;
-	uint64_t high_debt_ns; /* memory.high delay not yet returned */
-	/* The stall of o's writer (us__stall_note()): the waits it served so
-	 * far without progress, and the wait it was last handed (0: none)
-	 * at stall_mark_ns. */
-	uint64_t stall_acc_ns, stall_wait_ns, stall_mark_ns;
+
+	void *user;
+	struct us_list dirty_link;    /* wb->dirty_objs while ndirty > 0 */
 	struct us_list link;	      /* backend->objects */
 	struct us_list unstable_link; /* backend->unstable_objs */
 	struct us_tnode *root;	      /* buffers by offset */
@@ -485,14 +498,11 @@ struct us_object {
 	uint64_t nbufs;
 	uint64_t nlru;	 /* buffers on an LRU (clean, unreferenced) */
 	uint64_t ndirty; /* buffers in DIRTY */
-	uint64_t pinned; /* bytes in DIRTY, WRITEBACK or UNSTABLE */
 	uint64_t dirtied_when_ns;
 	uint64_t committed_seq;
 	uint64_t unstable_since_ns;    /* when its unstable list last became non-empty */
-	uint64_t commit_target;	       /* 0: no commit of the engine's in flight */
 	uint64_t retry_ns, backoff_ns; /* after a failed write: not before retry_ns */
-	uint64_t commit_issued_ns;
-	uint64_t busy; /* callbacks running on this object */
+	uint64_t busy;		       /* callbacks running on this object */
 	uint64_t errseq;
 	int err;
 };

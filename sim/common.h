@@ -32,13 +32,13 @@ struct sim_pause_count {
 };
 
 struct sim_pauses {
-	struct sim_pause_count run;  /* the last pauses, all of one length */
+	struct sim_pause_count run; /* the last pauses, all of one length */
+	uint64_t n;		    /* pauses recorded: in run, cnt and fresh */
+	uint64_t max;
 	struct sim_pause_count *cnt; /* the lengths folded, ascending, each once */
 	size_t ncnt;
 	struct sim_pause_count *fresh; /* runs added since the last fold */
 	size_t nfresh, cap;
-	uint64_t n; /* pauses recorded: in run, cnt and fresh */
-	uint64_t max;
 };
 
 /* Records one pause. Without memory only the maximum keeps counting it. */
