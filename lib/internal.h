@@ -806,8 +806,10 @@ struct us_turn *us__turn_ahead(struct us_turnq *q, const struct us_turn *t, uint
 /* q's tree is in order and balanced, and q->first is its first waiter. */
 bool us__turnq_valid(const struct us_turnq *q);
 /* How many waiters of q come before t: before its place if it waits in q,
- * else those of a key not above key. O(log n). */
-uint64_t us__turn_rank(const struct us_turnq *q, const struct us_turn *t, uint64_t key);
+ * else those of a key not above key; limit if that many or more. O(log n),
+ * less where the count passes limit high in the tree. */
+uint64_t us__turn_rank(const struct us_turnq *q, const struct us_turn *t, uint64_t key,
+		       uint64_t limit);
 static inline uint64_t us__turn_key(const us_object *o, uint64_t now)
 {
 	return o->vtime_ns > now ? o->vtime_ns : now;

@@ -641,12 +641,15 @@ static struct us_turn *gate_ahead(us_object *o, uint64_t now)
 static uint64_t order_pause(const us_object *o, const struct us_turn *ahead, uint64_t floor,
 			    uint64_t now)
 {
-	uint64_t r, pause;
+	uint64_t r, pause, most = min_pause(o, floor);
 
 	if (ahead->due_ns > now)
 		return floor;
-	r = us__turn_rank(ahead->q, &o->gate, us__turn_key(o, now));
-	pause = min64((uint64_t)((double)floor / 4 * (double)(r ? r : 1)), min_pause(o, floor));
+	/* Past 4 min_pause / floor waiters the pause is a min pause whatever
+	 * the rank: the count need not go further. */
+	r = us__turn_rank(ahead->q, &o->gate, us__turn_key(o, now),
+			  floor ? 4 * (most / floor) + 5 : UINT64_MAX);
+	pause = min64((uint64_t)((double)floor / 4 * (double)(r ? r : 1)), most);
 	return pause < floor ? floor : pause;
 }
 

@@ -109,16 +109,25 @@ void us__turn_leave(struct us_turn *t)
 	}
 }
 
-uint64_t us__turn_rank(const struct us_turnq *q, const struct us_turn *t, uint64_t key)
+/*
+ * The count only grows on the way down, so it stops as soon as it reaches
+ * limit: a waiter far back in a queue of 100,000 (a root's gate) turns right
+ * at the top and is done, instead of loading a node of another writer's
+ * object at each of 17 levels (a fifth of a run's time, most of it misses).
+ */
+uint64_t us__turn_rank(const struct us_turnq *q, const struct us_turn *t, uint64_t key,
+		       uint64_t limit)
 {
 	const struct us_tnode *n = q->root;
 	uint64_t r = 0;
 
-	while (n) {
+	while (n && r < limit) {
 		uint64_t left = n->left ? n->left->marks : 0;
 
-		if (n == &t->node)
-			return r + left;
+		if (n == &t->node) {
+			r += left;
+			break;
+		}
 		if (t->q == q ? before(&t->node, n) : key < n->key) {
 			n = n->left;
 		} else {
@@ -126,7 +135,7 @@ uint64_t us__turn_rank(const struct us_turnq *q, const struct us_turn *t, uint64
 			n = n->right;
 		}
 	}
-	return r;
+	return r < limit ? r : limit;
 }
 
 bool us__turnq_valid(const struct us_turnq *q)
