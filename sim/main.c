@@ -344,8 +344,10 @@ static void json_run(const struct sim_config *c, const struct sim_result *r, con
 	       (unsigned long long)r->commits_asked, (unsigned long long)r->server_commits,
 	       (unsigned long long)backend_bw(c), utilisation(c, r));
 	if (!m->realtime)
-		printf(",\"jain_window\":%.4f,\"window_s\":%.1f,\"windows\":%llu", r->jain_window,
-		       (double)r->window_ns / 1e9, (unsigned long long)r->nwindows);
+		printf(",\"jain_window\":%.4f,\"window_s\":%.1f,\"windows\":%llu,"
+		       "\"idle_windows\":%llu",
+		       r->jain_window, (double)r->window_ns / 1e9, (unsigned long long)r->nwindows,
+		       (unsigned long long)r->idle_windows);
 	/* In real time virtual_seconds is the writers' real time. */
 	if (m->realtime) {
 		printf(",\"mode\":\"realtime\",\"backend\":\"%s\",\"peak_rss\":%llu,"
@@ -1329,7 +1331,8 @@ int main(int argc, char **argv)
 	       r.wall_seconds, m.realtime ? "in all" : "of CPU");
 	if (!m.realtime && r.nwindows)
 		printf("Jain index over %.1f s windows: %.4f at worst (%llu windows with two "
-		       "writers or more throughout)\n",
-		       (double)r.window_ns / 1e9, r.jain_window, (unsigned long long)r.nwindows);
+		       "writers or more throughout, %llu of them without progress for any)\n",
+		       (double)r.window_ns / 1e9, r.jain_window, (unsigned long long)r.nwindows,
+		       (unsigned long long)r.idle_windows);
 	return 0;
 }

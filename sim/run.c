@@ -323,7 +323,9 @@ static void stall_end(struct wstate *x, uint64_t now)
  * default), and each writer's bytes are counted in the window in which it
  * dirtied them. The Jain index of a window is taken over the writers that
  * were writing for the whole of it (started before it, done after it); the
- * result keeps the smallest over the windows with at least two of them.
+ * result keeps the smallest over the windows with at least two of them. A
+ * window in which none of them progressed is counted apart (*idle): its
+ * shares are all equal, at zero.
  */
 static void window_add(struct wstate *x, uint64_t now, uint64_t window_ns, uint64_t bytes)
 {
@@ -343,13 +345,13 @@ static void window_add(struct wstate *x, uint64_t now, uint64_t window_ns, uint6
 }
 
 static double windows_jain(const struct sim_config *c, const struct wstate *w, uint64_t window_ns,
-			   uint64_t *nwindows)
+			   uint64_t *nwindows, uint64_t *idle)
 {
 	double worst = 1;
 	size_t k, last = 0;
 	int i;
 
-	*nwindows = 0;
+	*nwindows = *idle = 0;
 	for (i = 0; i < c->nwr; i++)
 		if (w[i].nwin > last)
 			last = w[i].nwin;
@@ -371,10 +373,10 @@ static double windows_jain(const struct sim_config *c, const struct wstate *w, u
 		if (n < 2)
 			continue;
 		(*nwindows)++;
-		if (sq > 0 && sum * sum / (n * sq) < worst)
+		if (sq == 0)
+			(*idle)++;
+		else if (sum * sum / (n * sq) < worst)
 			worst = sum * sum / (n * sq);
-		else if (sq == 0)
-			worst = 0; /* a whole window without progress for any */
 	}
 	return worst;
 }
@@ -1020,7 +1022,7 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		}
 	}
 	sim_result_fill(r, c, dom, bks, nsrv, dom_commits, flushes, server_commits);
-	r->jain_window = windows_jain(c, w, r->window_ns, &r->nwindows);
+	r->jain_window = windows_jain(c, w, r->window_ns, &r->nwindows, &r->idle_windows);
 	/* The backends' part: what they wrote over the whole run. */
 	r->backend_bytes = 0;
 	for (j = 0; j < (size_t)nsrv; j++) {

@@ -153,9 +153,12 @@ struct sim_result {
 	double jain, wall_seconds;
 	/* Virtual time: the smallest Jain index over the windows of window_ns
 	 * (10 max pauses) in which two writers or more wrote throughout
-	 * (nwindows of them; 1 when there is none). */
+	 * (nwindows of them; 1 when there is none). A window in which none of
+	 * them progressed has no index (all equal at zero: what it says is
+	 * that they all stalled, which the stalls report) and is counted in
+	 * idle_windows instead. */
 	double jain_window;
-	uint64_t window_ns, nwindows;
+	uint64_t window_ns, nwindows, idle_windows;
 	/* Virtual time: the bytes the backend wrote (flushed) in the whole run,
 	 * final sync included, and that run's length. */
 	uint64_t backend_bytes, run_ns;
