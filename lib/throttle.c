@@ -83,7 +83,9 @@
  * link's) a writer is paced below freerun too, at a position ratio of 2
  * or more (enough to refill the room under freerun in a quarter of a
  * commit latency), and held there while it owes: the room a commit frees
- * goes by pace, not to whoever comes first with the largest block.
+ * goes by pace, not to whoever comes first with the largest block. There,
+ * once the ratelimit is estimated, its first dirtyings take the lock (no
+ * credit, us__credit_grant()), as only the locked path paces.
  *
  * Worked example: L = 1 GiB, bg = 100 MiB, T = 200 MiB, so freerun = 150 MiB
  * and setpoint = 175 MiB. bw = 100 MiB/s. A writer that dirties 1 MiB when
@@ -439,6 +441,14 @@ static void account_pause(us_domain *d, uint64_t pause)
 
 static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake);
 
+/* Whether o writes beside other writers of its context that the engine
+ * holds (the context's ratelimit below 3/4 of its link's rate, wb.c): there
+ * every dirtying of o is paced (throttle()), below freerun too. */
+static bool pace_shared(const us_object *o)
+{
+	return (double)us__wb_ratelimit(o->wb) < 0.75 * (double)us__wb_link_rate(o->wb);
+}
+
 /*
  * The writer's pause: the throttle's, plus the memory.high penalty the
  * object's charges earned (us__high_penalty()), which is not bounded by
@@ -716,7 +726,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 	 * goes to whoever comes first with the largest block, and a writer
 	 * that owes nothing would take it all while the others pay (not
 	 * where nothing on the chain has a limit: t.below unset). */
-	shared = (double)us__wb_ratelimit(o->wb) < 0.75 * (double)bw;
+	shared = pace_shared(o);
 	if (!t.paused && (!shared || t.below == UINT64_MAX)) {
 		*pause_ns = 0;
 		return 0;
@@ -882,6 +892,23 @@ bool us__credit_grant(struct us_tcache *tc, us_object *o)
 	eval(d, &t);
 	if (t.spent)
 		us__credit_revoke(t.spent);
+	/* Beside other writers of its context that the engine measured held
+	 * (its ratelimit estimated, below 3/4 of the link's), under a limit,
+	 * every dirtying is paced (throttle()), and a lock-free one would be
+	 * paced by nothing: with credit, 64 writers in 1 GiB whose threshold
+	 * rose while the first commit was out dirtied 1 to 21 MiB each in a
+	 * tenth of a second, in the order they came for it. Before the first
+	 * estimate (a guess, the link shared by the writers seen) credit is
+	 * granted: threads that merely run side by side keep the lock-free
+	 * path, and lose it only while the engine holds them. */
+	if (t.below != UINT64_MAX && o->wb->ratelimit && pace_shared(o)) {
+		if (have > 0) {
+			for (a = d; a; a = a->parent)
+				a->granted -= (uint64_t)have;
+			atomic_store_explicit(&tc->credit, 0, memory_order_relaxed);
+		}
+		return false;
+	}
 	g = t.margin == UINT64_MAX ? US_CREDIT_MAX : min64(t.margin / 4, US_CREDIT_MAX);
 	if (g < US_CREDIT_MIN || have >= (int64_t)(g / 2))
 		return have > 0;

@@ -157,12 +157,16 @@ END_TEST
  * ms, 1 s, 4 s; max 2x, 10x and 100x bandwidth x C, the bandwidth 1 GiB/s
  * or less where the max would pass 1 GiB (bw = 1 GiB / (multiple x C)).
  * Block sizes 4 KiB, 64 KiB and 1 MiB in turn, each at most max / 2N (N
- * blocks fit) and at most what a writer's share of the link moves in a
+ * blocks fit), at most what a writer's share of the link moves in a
  * quarter of the stall target (one block at the fair share is not itself a
- * stall). Together they write 4 s of the bound min(bw, max / 2C), 12 s
- * where commits take a second or more (4 s is then a few commits, and the
- * first ones, before the latency is known, weigh on the whole), or twice
- * the max.
+ * stall), and at most a twentieth of what it moves in a window of 2 s (a
+ * block is dirtied at one instant: with ten of each writer's in a window,
+ * counts two blocks apart give a Jain index under 0.99).
+ * Together they write 4 s of the bound min(bw, max / 2C), or twice the
+ * max; 12 s where commits take a second or more (4 s is then a few
+ * commits, and the first ones, before the latency is known, weigh on the
+ * whole) and at 2x (where the bound is the link itself, the spread of the
+ * writers' ends, a few blocks each, is a few percent of 4 s).
  *
  * Asserted at every point: a Jain index of 0.99 over the run, no writer
  * without progress for longer than max(200 ms, 2C) while a sibling
@@ -172,8 +176,15 @@ END_TEST
  * 0.5), and 64 writers with 20 ms commits at 2x 0.85 (asserted: 0.8).
  * 2 writers with 4 s commits at 10x must not stall past 500 ms: they wait
  * for nothing while the first commit is in flight (its age sizes the
- * pipeline: 1.9 s stalls before). Not asserted: the Jain index over every
- * window of 2 s, below 0.99 at 16 points (docs/guide.md says why).
+ * pipeline: 1.9 s stalls before). The Jain index over every window of 2 s
+ * in which some writer progressed is 0.99 or more but at the three points
+ * of window_open[] (docs/guide.md says why); a window in which none did
+ * is all stalls, which the stall bound covers. While the lock-free first
+ * dirtying served writers that the engine held beside others of their
+ * context, 16 writers with 1 s commits at 2x had 0.985 and 64 with 4 s
+ * commits 0.955 (a threshold that rose let some dirty up to 20 MiB in a
+ * tenth of a second unpaced); before the windows counted twenty blocks of
+ * each writer, 16 points were under 0.99.
  *
  * Before the writers' pace and virtual time: Jain 0.66 to 0.70 with mixed
  * blocks; before writers held by the order alone stopped taking a place in
@@ -191,6 +202,16 @@ static const int grid_n[] = { 2, 4, 16, 64 };
 static const uint64_t grid_clat_ms[] = { 1, 20, 200, 1000, 4000 };
 static const uint64_t grid_mult[] = { 2, 10, 100 };
 
+/* Where a window of 2 s is below 0.99 today: writers, C (ms), multiple. */
+static const struct {
+	int n;
+	uint64_t clat_ms, mult;
+} window_open[] = {
+	{ 4, 1, 10 },
+	{ 64, 1, 2 },
+	{ 64, 20, 2 },
+};
+
 #define GRID_POINTS 60
 
 START_TEST(test_writers_share)
@@ -202,7 +223,8 @@ START_TEST(test_writers_share)
 	const uint64_t clat_ms = grid_clat_ms[_i / 3 % 5], mult = grid_mult[_i % 3];
 	const double fit = 1024.0 * 1000.0 / (double)(mult * clat_ms);
 	const uint64_t bw_mib = fit >= 1024 ? 1024 : fit < 1 ? 1 : (uint64_t)fit;
-	const uint64_t bw = bw_mib << 20, c = clat_ms * MS, len = clat_ms >= 1000 ? 12 : 4;
+	const uint64_t bw = bw_mib << 20, c = clat_ms * MS,
+		       len = clat_ms >= 1000 || mult == 2 ? 12 : 4;
 	uint64_t max = (uint64_t)((double)mult * (double)bw * (double)c / SEC);
 	double bound = (double)max * SEC / (2.0 * (double)c), thr, sum = 0, sum2 = 0, end = 0;
 	double floor = 0.9;
@@ -225,6 +247,8 @@ START_TEST(test_writers_share)
 	cap = max / (2 * (uint64_t)n);
 	if ((uint64_t)(bound / n * (double)lim / SEC / 4) < cap)
 		cap = (uint64_t)(bound / n * (double)lim / SEC / 4);
+	if ((uint64_t)(bound / n * 2.0 / 20) < cap) /* twenty blocks a window of 2 s */
+		cap = (uint64_t)(bound / n * 2.0 / 20);
 	cap = cap < 4096 ? 4096 : cap / 4096 * 4096;
 	if (n == 2 && clat_ms == 4000 && mult == 10)
 		lim = 500 * MS;
@@ -268,6 +292,12 @@ START_TEST(test_writers_share)
 	ck_assert_msg(fabs(r.jain - sum * sum / ((double)n * sum2)) < 1e-3, "Jain recomputed");
 	ck_assert_msg(stall <= lim, "stall %.0f ms", (double)stall / 1e6);
 	ck_assert_msg(thr >= floor, "%.3f of the bound", thr);
+	for (i = 0; i < (int)(sizeof(window_open) / sizeof(window_open[0])); i++)
+		if (window_open[i].n == n && window_open[i].clat_ms == clat_ms &&
+		    window_open[i].mult == mult)
+			break;
+	if (i == (int)(sizeof(window_open) / sizeof(window_open[0])))
+		ck_assert_msg(r.jain_window >= 0.99, "Jain %.4f over a window", r.jain_window);
 	sim_result_free(&r);
 	sim_config_free(&cfg);
 }
