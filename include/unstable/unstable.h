@@ -588,11 +588,8 @@ US_EXPORT int us_object_balance(us_object *o, uint64_t *pause_ns);
  * rate, 0 when it owes nothing. Reads state only (it changes no pace and no
  * place). A writer whose pace is ahead may be held by us_object_balance()
  * with nothing pinned; one whose pace is due is held only by a gate or by
- * the order of the waiters, and with nothing of its own pinned only by the
- * order, while its bytes at the per-writer rate run more than a quarter of
- * a max pause ahead of the clock (it has had more than its share: time
- * alone ends that). An event loop can use it to sleep past a debt instead
- * of polling.
+ * the order of the waiters, and never with nothing of its own pinned. An
+ * event loop can use it to sleep past a debt instead of polling.
  * Errors: -EINVAL.
  */
 US_EXPORT int us_object_pace(us_object *o, uint64_t *owed_ns);
