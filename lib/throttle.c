@@ -663,21 +663,6 @@ static uint64_t order_pause(const us_object *o, const struct us_turn *ahead, uin
 	return pause < floor ? floor : pause;
 }
 
-/*
- * How far ahead of the clock a writer's virtual time (its bytes at the
- * per-writer rate, wb.c) may run while it holds nothing pinned before the
- * order holds it like the others: a quarter of a max pause (50 ms). A
- * writer of large blocks whose data is all committed between two of them
- * (64 writers with 1 ms commits at 2x, 16 KiB blocks beside 4 KiB ones)
- * passed every waiter that way: it took two fifths more than the writers of
- * small blocks in every 2 s window (Jain 0.978 over them; the run's index,
- * 0.998, hid it as they ended later). Held at any lead (none at all), that
- * point lost 6 % of its throughput; at 20 ms, 16 writers with 20 ms commits
- * at 2x fell under 0.9 of the bound; at 100 ms the 64 writers' windows
- * were 0.98 again.
- */
-#define AHEAD_NS(e) ((e)->max_pause_ns / 4)
-
 static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake)
 {
 	struct throttle t = THROTTLE_INIT;
@@ -699,12 +684,8 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 	/* Under every limit, but a writer that waited before this one is due
 	 * now or soon and goes first (turn.c): back then. It takes no place
 	 * in the queue: it is held by the order, not by a limit, and a queue
-	 * of such writers would each wait for the one before it to wake. A
-	 * writer that holds nothing pinned is not held by the order (nothing
-	 * of its own will free room), unless it ran ahead of its share (see
-	 * AHEAD_NS). */
-	if (!t.over && (o->pinned || o->vtime_ns > now + AHEAD_NS(e)) &&
-	    (ahead = gate_ahead(o, now))) {
+	 * of such writers would each wait for the one before it to wake. */
+	if (!t.over && o->pinned && (ahead = gate_ahead(o, now))) {
 		pause = order_pause(o, ahead, pause_floor(o, l), now);
 		us__domain_event(o->domain, US_EV_OVER_LIMIT, 1);
 		*pause_ns = pause;
