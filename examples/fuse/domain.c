@@ -284,6 +284,7 @@ static void stat_domain(FILE *f, us_domain *dom, const char *name, const char *c
 void ufs_stats_write(struct ufs *fs, FILE *f)
 {
 	struct ufs_domain *d;
+	unsigned nclosed;
 
 	stat_domain(f, us_engine_root(fs->engine), "/", NULL, 0);
 	pthread_mutex_lock(&fs->dom_lock);
@@ -292,8 +293,13 @@ void ufs_stats_write(struct ufs *fs, FILE *f)
 			    *d->limit_path ? d->limit_path : NULL,
 			    *d->limit_path ? ufs_cgroup_limit(fs, d->limit_path) : 0);
 	pthread_mutex_unlock(&fs->dom_lock);
-	fprintf(f, "cache\ndropped_behind %llu\n\n",
-		(unsigned long long)atomic_load(&fs->dropped_behind));
+	pthread_mutex_lock(&fs->itable_lock);
+	nclosed = fs->nclosed;
+	pthread_mutex_unlock(&fs->itable_lock);
+	/* closed_files: files closed and kept until their data is clean
+	 * (fs.c, "Closed files"). */
+	fprintf(f, "cache\ndropped_behind %llu\nclosed_files %u\n\n",
+		(unsigned long long)atomic_load(&fs->dropped_behind), nclosed);
 	if (fs->be && fs->be->stats)
 		fs->be->stats(fs, f);
 }

@@ -107,6 +107,8 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
+static void *reaper_main(void *arg);
+
 int ufs_engine_start(struct ufs *fs)
 {
 	struct us_engine_options opts;
@@ -147,6 +149,21 @@ int ufs_engine_start(struct ufs *fs)
 		return rc;
 	}
 	ufs_domain_ratios(fs, us_engine_root(fs->engine));
+	/* The reaper of closed files (with the cache only). Without it every
+	 * last close syncs its file. */
+	if (!fs->opt.no_cache) {
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&fs->reaper_cond, &ca);
+		pthread_condattr_destroy(&ca);
+		fs->reaper_stop = false;
+		if (pthread_create(&fs->reaper, NULL, reaper_main, fs) == 0)
+			fs->reaper_on = true;
+		else
+			pthread_cond_destroy(&fs->reaper_cond);
+	}
 	return 0;
 }
 
@@ -181,6 +198,53 @@ static void iremove(struct ufs *fs, struct ufs_inode *ino)
 	while (*p != ino)
 		p = &(*p)->next;
 	*p = ino->next;
+}
+
+/* The list of closed files (see "Closed files" below). With itable_lock
+ * held. */
+static void closed_add(struct ufs *fs, struct ufs_inode *ino)
+{
+	ino->lingering = true;
+	ino->cnext = NULL;
+	ino->cprev = fs->closed_tail;
+	if (fs->closed_tail)
+		fs->closed_tail->cnext = ino;
+	else
+		fs->closed_head = ino;
+	fs->closed_tail = ino;
+	fs->nclosed++;
+}
+
+static void closed_del(struct ufs *fs, struct ufs_inode *ino)
+{
+	if (!ino->lingering)
+		return;
+	if (ino->cprev)
+		ino->cprev->cnext = ino->cnext;
+	else
+		fs->closed_head = ino->cnext;
+	if (ino->cnext)
+		ino->cnext->cprev = ino->cprev;
+	else
+		fs->closed_tail = ino->cprev;
+	ino->lingering = false;
+	fs->nclosed--;
+}
+
+/* The inode of (dev, ino) with one more open, or NULL; waits while it is
+ * being torn down (its teardown decides whether it stays). With
+ * itable_lock held. */
+static struct ufs_inode *iget(struct ufs *fs, dev_t dev, ino_t ino)
+{
+	struct ufs_inode *i;
+
+	while ((i = ifind(fs, dev, ino)) && i->closing)
+		pthread_cond_wait(&fs->itable_cond, &fs->itable_lock);
+	if (i) {
+		closed_del(fs, i);
+		i->opens++;
+	}
+	return i;
 }
 
 static void ifree(struct ufs *fs, struct ufs_inode *ino)
@@ -230,18 +294,10 @@ static struct ufs_inode *inode_get(struct ufs *fs, struct ufs_bfile *f, pid_t pi
 	if (fs->opt.no_cache || fs->be->fstat(fs, f, &st) != 0 || !S_ISREG(st.st_mode))
 		return NULL;
 	pthread_mutex_lock(&fs->itable_lock);
-	for (;;) {
-		ino = ifind(fs, st.st_dev, st.st_ino);
-		if (!ino || !ino->closing)
-			break;
-		/* Its last data is still being written back: a new object
-		 * would read stale data from the backing file. */
-		pthread_cond_wait(&fs->itable_cond, &fs->itable_lock);
-	}
-	if (ino) {
-		ino->opens++;
+	/* One being torn down is waited for: a new object would read stale
+	 * data from the backing file while its last data is written back. */
+	if ((ino = iget(fs, st.st_dev, st.st_ino)))
 		goto out;
-	}
 	if (!(ino = calloc(1, sizeof(*ino))))
 		goto out;
 	if (fs->be->reopen_rw(fs, f, &ino->file) != 0) {
@@ -285,11 +341,7 @@ static struct ufs_inode *inode_find(struct ufs *fs, const struct stat *st)
 	if (!S_ISREG(st->st_mode))
 		return NULL;
 	pthread_mutex_lock(&fs->itable_lock);
-	ino = ifind(fs, st->st_dev, st->st_ino);
-	if (ino && !ino->closing)
-		ino->opens++;
-	else
-		ino = NULL;
+	ino = iget(fs, st->st_dev, st->st_ino);
 	pthread_mutex_unlock(&fs->itable_lock);
 	return ino;
 }
@@ -321,13 +373,6 @@ static void drop_from(struct ufs_inode *ino, uint64_t from)
 	}
 }
 
-/*
- * Gives back an open. The last one writes back and commits what is left
- * (close has already done it, normally), or drops it when the file was
- * unlinked, and destroys the object. If the object cannot be destroyed (a
- * write keeps failing), the inode stays in the table, unopened, and is
- * written back at unmount.
- */
 /* Whether the inode's file lost its last name (on an NFS server, unlinking
  * removes the file at once: its handle is then stale). */
 static bool inode_gone(struct ufs *fs, struct ufs_inode *ino)
@@ -338,9 +383,74 @@ static bool inode_gone(struct ufs *fs, struct ufs_inode *ino)
 	return (rc == 0 && st.st_nlink == 0) || rc == -ESTALE || rc == -ENOENT;
 }
 
-static void inode_put(struct ufs *fs, struct ufs_inode *ino)
+static int inode_times_of(struct ufs *fs, struct ufs_inode *ino);
+
+/*
+ * CLOSED FILES. A close is not an fsync (unless --close=sync): as on a
+ * local Linux filesystem, a close that wrote starts the file's write-back
+ * and returns the write-back errors already seen through its descriptor
+ * (ufs_flush()); the data becomes durable at fsync(), when the engine
+ * commits it (unstable data older than --commit-interval, dirty data older
+ * than --dirty-expire written back first, or under memory pressure), or at
+ * unmount. So a file's cache outlives its last close: its inode stays in
+ * the table, unopened, on the list of closed files, and a later open or
+ * stat finds it there. The reaper thread forgets (destroys the objects of)
+ * closed files whose data is clean, oldest first, every 100 ms. A closed
+ * file keeps its backing descriptor: past UFS_CLOSED_SOFT of them the
+ * reaper syncs the oldest itself, and past UFS_CLOSED_HARD a last close
+ * syncs its own file, as --close=sync does.
+ *
+ * Teardown (a file unlinked, or forgotten) marks the inode closing: whoever
+ * looks it up meanwhile waits (iget()), since its data may be on its way
+ * to the backing file, which alone would show it stale.
+ */
+#define UFS_CLOSED_SOFT 4096u
+#define UFS_CLOSED_HARD 16384u
+#define UFS_REAP_BATCH 256
+
+/* Ends a teardown: the object destroyed (rc 0: the inode leaves the table
+ * and is freed) or not (it stays, closed). */
+static void inode_teardown_end(struct ufs *fs, struct ufs_inode *ino, int rc)
+{
+	pthread_mutex_lock(&fs->itable_lock);
+	ino->closing = false;
+	if (rc == 0)
+		iremove(fs, ino);
+	else if (ino->opens == 0)
+		closed_add(fs, ino);
+	pthread_cond_broadcast(&fs->itable_cond);
+	pthread_mutex_unlock(&fs->itable_lock);
+	if (rc == 0)
+		ifree(fs, ino);
+}
+
+/* Destroys ino's object (the inode is closing); tries while a flusher's call
+ * on it is still returning (brief) when wait. 0 or -EBUSY. */
+static int inode_destroy(struct ufs *fs, struct ufs_inode *ino, bool wait)
+{
+	int rc, tries;
+
+	/* No reply of the backend's may name the object once destroyed. */
+	if (fs->be->drain)
+		fs->be->drain(fs, ino->file);
+	for (tries = 0; (rc = us_object_destroy(ino->obj)) == -EBUSY && wait && tries < 1000;
+	     tries++)
+		sleep_ms(1);
+	return rc;
+}
+
+/*
+ * Gives back an open. The last one leaves the file on the list of closed
+ * files; or, with --close=sync or past UFS_CLOSED_HARD closed files,
+ * writes back and commits what is left (close has done it then, normally)
+ * and destroys the object; a file unlinked has its cache dropped. If the
+ * object cannot be destroyed (a write keeps failing), the inode stays in
+ * the table, closed, and is written back at unmount.
+ */
+static void inode_release(struct ufs *fs, struct ufs_inode *ino, bool may_keep)
 {
 	uint64_t since;
+	bool gone, keep;
 	int rc;
 
 	pthread_mutex_lock(&fs->itable_lock);
@@ -349,32 +459,95 @@ static void inode_put(struct ufs *fs, struct ufs_inode *ino)
 		return;
 	}
 	ino->closing = true;
+	keep = may_keep && !fs->opt.close_sync && fs->reaper_on && fs->nclosed < UFS_CLOSED_HARD;
 	pthread_mutex_unlock(&fs->itable_lock);
 
-	if (inode_gone(fs, ino)) {
+	gone = inode_gone(fs, ino);
+	if (keep && !gone) {
+		inode_teardown_end(fs, ino, -EBUSY);
+		return;
+	}
+	if (gone) {
 		drop_from(ino, 0);
 	} else {
 		since = us_object_errseq(ino->obj);
 		us_object_sync(ino->obj, &since);
 	}
-	/* No reply of the backend's may name the object once destroyed. */
-	if (fs->be->drain)
-		fs->be->drain(fs, ino->file);
-	/* -EBUSY while a flusher's call on it is still returning: brief. */
-	for (int tries = 0; (rc = us_object_destroy(ino->obj)) == -EBUSY && tries < 1000; tries++) {
-		struct timespec ms = { 0, 1000000 };
+	rc = inode_destroy(fs, ino, true);
+	/* Written back: the backing file takes the time of the cached
+	 * writes, not the time of their write-back. */
+	if (rc == 0 && !gone)
+		inode_times_of(fs, ino);
+	inode_teardown_end(fs, ino, rc);
+}
 
-		nanosleep(&ms, NULL);
-	}
+static void inode_put(struct ufs *fs, struct ufs_inode *ino)
+{
+	inode_release(fs, ino, true);
+}
+
+/* One round of the reaper: the oldest closed files past UFS_CLOSED_SOFT
+ * synced, then those whose data is clean forgotten. */
+static void reap(struct ufs *fs)
+{
+	struct ufs_inode *batch[UFS_REAP_BATCH], *ino;
+	int n = 0, i;
 
 	pthread_mutex_lock(&fs->itable_lock);
-	ino->closing = false;
-	if (rc == 0)
-		iremove(fs, ino);
-	pthread_cond_broadcast(&fs->itable_cond);
+	while (fs->nclosed > UFS_CLOSED_SOFT && n < UFS_REAP_BATCH) {
+		ino = fs->closed_head;
+		closed_del(fs, ino);
+		ino->opens++;
+		batch[n++] = ino;
+	}
 	pthread_mutex_unlock(&fs->itable_lock);
-	if (rc == 0)
-		ifree(fs, ino);
+	for (i = 0; i < n; i++) {
+		uint64_t since = us_object_errseq(batch[i]->obj);
+
+		us_object_sync(batch[i]->obj, &since);
+		inode_release(fs, batch[i], false);
+	}
+
+	n = 0;
+	pthread_mutex_lock(&fs->itable_lock);
+	while ((ino = fs->closed_head) && n < UFS_REAP_BATCH) {
+		closed_del(fs, ino);
+		ino->closing = true;
+		batch[n++] = ino;
+	}
+	pthread_mutex_unlock(&fs->itable_lock);
+	for (i = 0; i < n; i++) {
+		int rc = inode_destroy(fs, batch[i], false);
+
+		if (rc == 0)
+			inode_times_of(fs, batch[i]);
+		inode_teardown_end(fs, batch[i], rc);
+	}
+}
+
+static void *reaper_main(void *arg)
+{
+	struct ufs *fs = arg;
+
+	pthread_mutex_lock(&fs->itable_lock);
+	while (!fs->reaper_stop) {
+		struct timespec t;
+
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		t.tv_nsec += 100000000L;
+		if (t.tv_nsec >= 1000000000L) {
+			t.tv_sec++;
+			t.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&fs->reaper_cond, &fs->itable_lock, &t);
+		if (fs->reaper_stop || !fs->closed_head)
+			continue;
+		pthread_mutex_unlock(&fs->itable_lock);
+		reap(fs);
+		pthread_mutex_lock(&fs->itable_lock);
+	}
+	pthread_mutex_unlock(&fs->itable_lock);
+	return NULL;
 }
 
 /* A name of (dev, ino) went away (unlink, rename over it): if that was its
@@ -449,12 +622,59 @@ static int inode_sync(struct ufs_handle *h, struct ufs_inode *ino)
 	return rc;
 }
 
+/* ino's cached writes written back, and none of them still in flight (on
+ * the backing file or the server, where others see them; not committed).
+ * 0 or the write-back error h has not seen yet. */
+static int inode_writeback(struct ufs_handle *h, struct ufs_inode *ino)
+{
+	int err = 0, rc = 0;
+
+	us_object_flush(ino->obj, 0, US_UNLIMITED, 0);
+	for (;;) {
+		uint64_t off = 0;
+		bool busy = false;
+		us_buf *b;
+
+		while (!busy && us_buf_next(ino->obj, off, &b) == 0) {
+			off = us_buf_offset(b) + us_buf_length(b);
+			busy = us_buf_state(b) == US_BUF_WRITEBACK;
+			us_buf_put(b);
+		}
+		if (!busy)
+			break;
+		sleep_ms(1);
+	}
+	if (h) {
+		pthread_mutex_lock(&h->lock);
+		if (us_object_check_error(ino->obj, &h->since, &err) == 1)
+			rc = err;
+		pthread_mutex_unlock(&h->lock);
+	}
+	return rc;
+}
+
+/* Before times are set: the writes written back (a write that ends later
+ * would move the times); with --close=sync committed too. */
+static int inode_times_writeback(struct ufs *fs, struct ufs_handle *h, struct ufs_inode *ino)
+{
+	return fs->opt.close_sync ? inode_sync(h, ino) : inode_writeback(h, ino);
+}
+
 int ufs_engine_stop(struct ufs *fs)
 {
 	int rc, i;
 
 	if (!fs->engine)
 		return 0;
+	if (fs->reaper_on) {
+		pthread_mutex_lock(&fs->itable_lock);
+		fs->reaper_stop = true;
+		pthread_cond_signal(&fs->reaper_cond);
+		pthread_mutex_unlock(&fs->itable_lock);
+		pthread_join(fs->reaper, NULL);
+		fs->reaper_on = false;
+		pthread_cond_destroy(&fs->reaper_cond);
+	}
 	/* Writes back and commits everything, then destroys the objects. */
 	rc = us_engine_shutdown(fs->engine);
 	if (rc) {
@@ -467,6 +687,8 @@ int ufs_engine_stop(struct ufs *fs)
 			struct ufs_inode *ino = fs->itable[i];
 
 			fs->itable[i] = ino->next;
+			/* Closed files: the time of their cached writes. */
+			inode_times_of(fs, ino);
 			ifree(fs, ino);
 		}
 	}
@@ -871,18 +1093,28 @@ static int ufs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	return attach(fs, f, fi, fi->flags & O_TRUNC);
 }
 
-/* close(): a descriptor that wrote gets the integrity sync, like NFS's
- * close-to-open; its errors are returned here, once. */
+/* close(): a descriptor that wrote writes the file back (the writes are
+ * on the backing file or the server when it returns, where other openers
+ * see them: close-to-open; not committed) and gets the write-back errors
+ * seen since it was opened (or last told), once; with --close=sync the
+ * integrity sync (committed too). See "Closed files" above. */
 static int ufs_flush(const char *path, struct fuse_file_info *fi)
 {
 	struct ufs_handle *h = handle_of(fi);
+	int rc;
 
 	(void)path;
 	if (!h->ino || !atomic_load(&h->wrote))
 		return 0;
 	if (inode_gone(ufs_self(), h->ino))
 		return 0; /* unlinked: dropped at the last release */
-	return inode_sync(h, h->ino);
+	if (ufs_self()->opt.close_sync)
+		return inode_sync(h, h->ino);
+	rc = inode_writeback(h, h->ino);
+	/* Written back: the backing file takes the time of the cached
+	 * writes, not the time of their write-back. */
+	ufs_inode_times(h->ino);
+	return rc;
 }
 
 static int ufs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
@@ -954,10 +1186,8 @@ static struct ufs_inode *hidden_find(struct ufs *fs, const char *path)
 	pthread_mutex_lock(&fs->itable_lock);
 	for (hd = fs->hidden; hd && strcmp(hd->name, base_name(path)) != 0; hd = hd->next)
 		;
-	if (hd && (ino = ifind(fs, hd->dev, hd->ino)) && !ino->closing)
-		ino->opens++;
-	else
-		ino = NULL;
+	if (hd)
+		ino = iget(fs, hd->dev, hd->ino);
 	pthread_mutex_unlock(&fs->itable_lock);
 	return ino;
 }
@@ -1053,6 +1283,11 @@ static int ufs_getattr(const char *path, struct stat *st, struct fuse_file_info 
 
 int ufs_inode_times(struct ufs_inode *ino)
 {
+	return inode_times_of(ufs_self(), ino);
+}
+
+static int inode_times_of(struct ufs *fs, struct ufs_inode *ino)
+{
 	struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT } };
 	int rc = 0;
 
@@ -1061,7 +1296,7 @@ int ufs_inode_times(struct ufs_inode *ino)
 	pthread_rwlock_unlock(&ino->data_lock);
 	if (!tv[1].tv_sec)
 		return 0;
-	rc = ufs_self()->be->futimens(ufs_self(), ino->file, tv);
+	rc = fs->be->futimens(fs, ino->file, tv);
 	pthread_rwlock_wrlock(&ino->data_lock);
 	/* A write since: its time is still to come. */
 	if (!rc && ino->mtime.tv_sec == tv[1].tv_sec && ino->mtime.tv_nsec == tv[1].tv_nsec)
@@ -1153,12 +1388,14 @@ static int ufs_utimens(const char *path, const struct timespec tv[2], struct fus
 	int rc = 0;
 
 	/* Write back first, or the write-back would move the times set here
-	 * (cp -a, tar, rsync set them after writing). */
+	 * (cp -a, tar, rsync set them after writing): with --close=sync the
+	 * integrity sync, as before; else the writes only (their commit
+	 * leaves the times alone). */
 	if (h && h->ino)
-		rc = inode_sync(h, h->ino);
+		rc = inode_times_writeback(fs, h, h->ino);
 	else if (!h && ((ino = hidden_find(fs, path)) ||
 			(fs->be->lstat(fs, rel(path), &st) == 0 && (ino = inode_find(fs, &st)))))
-		rc = inode_sync(NULL, ino);
+		rc = inode_times_writeback(fs, NULL, ino);
 	if (!rc && h)
 		rc = fs->be->futimens(fs, h->file, tv);
 	else if (!rc && ino && hidden_name(path))

@@ -90,6 +90,11 @@ static void usage(FILE *f)
 		"  --xattr                 pass extended attributes through (default: none, as\n"
 		"                          without it the kernel asks for security.capability\n"
 		"                          before every write)\n"
+		"  --close MODE            writeback (default): a close that wrote starts the\n"
+		"                          file's write-back and reports the errors seen, as on\n"
+		"                          a local filesystem (fsync is the integrity point);\n"
+		"                          sync: it also waits until the data is committed\n"
+		"                          (close-to-open durability)\n"
 		"  --rpcs N                NFS: WRITE3 RPCs in flight at most (default 16)\n"
 		"  --no-cache              no cache of our own: each write goes to the backend at\n"
 		"                          once (NFS: WRITE3 FILE_SYNC), for comparison\n"
@@ -270,7 +275,7 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 		static const char *const with_value[] = {
 			"--max",	 "--domain-by", "--cgroup-percent", "--commit-interval",
 			"--stats",	 "--flushers",	"--dirty-ratio",    "--rpcs",
-			"--dirty-expire", "--clean-max", "--dirty-max"
+			"--dirty-expire", "--clean-max", "--dirty-max", "--close"
 		};
 		/* The options without a value: each sets its flag. */
 		const struct {
@@ -383,6 +388,13 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 			if (*end || end == val || v < 2 || v > 100)
 				return bad("--dirty-ratio: '%s' is not 2..100", val);
 			o->dirty_ratio = (unsigned)v;
+		} else if (strncmp(a, "--close", 7) == 0) {
+			if (strcmp(val, "sync") == 0)
+				o->close_sync = true;
+			else if (strcmp(val, "writeback") == 0)
+				o->close_sync = false;
+			else
+				return bad("--close: '%s' is not writeback or sync", val);
 		} else if (strncmp(a, "--rpcs", 6) == 0) {
 			char *end;
 			long v = strtol(val, &end, 10);

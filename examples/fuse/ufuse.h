@@ -110,6 +110,7 @@ struct ufs_options {
 				     (UINT64_MAX: all, up to the max) */
 	uint64_t dirty_max;	  /* the root's dirty limit at most, in bytes (0: the ratio's) */
 	unsigned rpcs;		  /* NFS: WRITE3 RPCs in flight at most */
+	bool close_sync;	  /* --close=sync: a close that wrote is an fsync */
 };
 
 /*
@@ -137,6 +138,11 @@ struct ufs_inode {
 	us_object *obj;
 	unsigned opens;		/* open handles; protected by itable_lock */
 	bool closing;		/* being torn down; protected by itable_lock */
+	/* Closed and kept until its data is clean (fs.c, "Closed files"): on
+	 * fs->closed_head's list, oldest first, while opens is 0. Under
+	 * itable_lock. */
+	bool lingering;
+	struct ufs_inode *cnext, *cprev;
 	struct ufs_inode *next; /* hash chain */
 	pthread_rwlock_t io_lock;
 	pthread_rwlock_t wb_lock;
@@ -201,6 +207,14 @@ struct ufs {
 	pthread_cond_t itable_cond; /* an inode finished closing */
 	struct ufs_inode *itable[UFS_HASH];
 	struct ufs_hidden *hidden; /* open files unlinked (fs.c); under itable_lock */
+	/* Closed files kept until their data is clean, oldest first, and
+	 * their number; the thread that forgets them (fs.c). Under
+	 * itable_lock. */
+	struct ufs_inode *closed_head, *closed_tail;
+	unsigned nclosed;
+	pthread_t reaper;
+	bool reaper_on, reaper_stop;
+	pthread_cond_t reaper_cond;
 
 	pthread_mutex_t dom_lock;
 	struct ufs_domain *domains;

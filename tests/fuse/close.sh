@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# A close is not an fsync. By default a close that wrote starts the file's
+# write-back (its data is written to the backing file, not yet committed) and
+# the file stays cached, closed, until its data is clean: fsync commits it,
+# the reaper then forgets it; unlink drops its cache; unmount commits what
+# is left, with the times of the cached writes. With --close=sync the close
+# commits. Read from the stats file (rewritten every second) with commits
+# held off (--commit-interval 60s, --dirty-expire 60s).
+source "$(dirname "$0")/common.sh"
+
+# cache_stat FILE KEY: KEY's value in the stats file's "cache" block.
+cache_stat() {
+	awk -v key="$2" 'BEGIN { RS = ""; FS = "\n" }
+		$1 == "cache" { for (i = 2; i <= NF; i++) { split($i, kv, " "); if (kv[1] == key) print kv[2] } }' "$1"
+}
+
+# stats_wait FILE: until the stats file was rewritten (at most 3 s).
+stats_wait() {
+	local before
+	before=$(stat -c %Y.%y "$1" 2>/dev/null || true)
+	for _ in $(seq 60); do
+		sleep 0.05
+		[[ $(stat -c %Y.%y "$1" 2>/dev/null || true) != "$before" ]] && return 0
+	done
+	return 0
+}
+
+head -c 3M /dev/urandom >"$WORK/blob"
+st=$WORK/stats
+ufs_mount close "$WORK/backing" "$WORK/mnt" --max 32M --stats "$st" \
+	--commit-interval 60s --dirty-expire 60s
+
+# A file written and closed: written back, not committed, still cached.
+head -c 300000 "$WORK/blob" >"$WORK/mnt/a"
+stats_wait "$st"
+stats_wait "$st"
+[[ $(stat_of "$st" / dirty) -eq 0 ]] || fail "close did not start the write-back: dirty $(stat_of "$st" / dirty)"
+[[ $(stat_of "$st" / written_unstable) -ge 1 ]] || fail "nothing written back at close"
+[[ $(stat_of "$st" / committed) -eq 0 ]] || fail "close committed (committed $(stat_of "$st" / committed))"
+[[ $(stat_of "$st" / unstable) -gt 0 ]] || fail "no unstable data after close"
+[[ $(cache_stat "$st" closed_files) -eq 1 ]] || fail "closed_files $(cache_stat "$st" closed_files), not 1"
+cmp -n 300000 "$WORK/blob" "$WORK/mnt/a" || fail "a reads back wrong through the mount"
+[[ $(stat -c %s "$WORK/backing/a") -eq 300000 ]] || fail "a not written back to the backing file"
+echo "close: written back, not committed, the file kept"
+
+# fsync is the integrity point; the reaper then forgets the clean file.
+sync "$WORK/mnt/a" || fail "fsync of a"
+stats_wait "$st"
+stats_wait "$st"
+[[ $(stat_of "$st" / committed) -ge 1 ]] || fail "fsync did not commit"
+[[ $(stat_of "$st" / unstable) -eq 0 ]] || fail "unstable data left after fsync"
+[[ $(cache_stat "$st" closed_files) -eq 0 ]] || fail "a clean closed file was not forgotten"
+echo "fsync: committed, then forgotten"
+
+# Unlink of a closed file with data not committed: its cache goes.
+head -c 200000 "$WORK/blob" >"$WORK/mnt/b"
+rm "$WORK/mnt/b"
+[[ ! -e "$WORK/backing/b" ]] || fail "b still in the backing directory"
+stats_wait "$st"
+stats_wait "$st"
+[[ $(cache_stat "$st" closed_files) -eq 0 ]] || fail "an unlinked closed file kept"
+[[ $(stat_of "$st" / unstable) -eq 0 ]] || fail "an unlinked file's data still unstable"
+echo "unlink: dropped"
+
+# Reopened while closed: the same cache, then a rewrite in place.
+head -c 500000 "$WORK/blob" >"$WORK/mnt/c"
+dd if="$WORK/blob" of="$WORK/mnt/c" bs=1000 count=7 seek=100 skip=2000 conv=notrunc status=none
+cp "$WORK/mnt/c" "$WORK/c.expect"
+head -c 500000 "$WORK/blob" >"$WORK/c.ref"
+dd if="$WORK/blob" of="$WORK/c.ref" bs=1000 count=7 seek=100 skip=2000 conv=notrunc status=none
+cmp "$WORK/c.ref" "$WORK/c.expect" || fail "c reads back wrong after a reopen"
+
+# Times set after writing (cp -a, tar): kept through the later commit.
+head -c 100000 "$WORK/blob" >"$WORK/mnt/t"
+touch -d '2001-02-03 04:05:06' "$WORK/mnt/t"
+[[ $(stat -c %Y "$WORK/mnt/t") -eq $(date -d '2001-02-03 04:05:06' +%s) ]] || fail "t's time"
+ufs_unmount close "$WORK/mnt"
+cmp "$WORK/c.ref" "$WORK/backing/c" || fail "c wrong in the backing directory after unmount"
+cmp -n 100000 "$WORK/blob" "$WORK/backing/t" || fail "t wrong in the backing directory"
+[[ $(stat -c %Y "$WORK/backing/t") -eq $(date -d '2001-02-03 04:05:06' +%s) ]] ||
+	fail "t's time moved by its write-back: $(stat -c %y "$WORK/backing/t")"
+[[ $(stat_of "$st" / unstable) -eq 0 && $(stat_of "$st" / dirty) -eq 0 ]] ||
+	fail "data left at unmount"
+echo "unmount: committed, times kept"
+
+# --close=sync: the close commits.
+rm -f "$st"
+ufs_mount closesync "$WORK/backing" "$WORK/mnt" --max 32M --stats "$st" \
+	--commit-interval 60s --dirty-expire 60s --close=sync
+head -c 300000 "$WORK/blob" >"$WORK/mnt/s"
+stats_wait "$st"
+stats_wait "$st"
+[[ $(stat_of "$st" / committed) -ge 1 ]] || fail "--close=sync: close did not commit"
+[[ $(stat_of "$st" / unstable) -eq 0 ]] || fail "--close=sync: unstable data after close"
+[[ $(cache_stat "$st" closed_files) -eq 0 ]] || fail "--close=sync: a closed file kept"
+ufs_unmount closesync "$WORK/mnt"
+cmp -n 300000 "$WORK/blob" "$WORK/backing/s" || fail "s wrong in the backing directory"
+echo "--close=sync: committed at close"
+echo PASS
