@@ -459,11 +459,14 @@ static void req_finish(struct nb *nb, struct req *r)
 	pthread_cond_broadcast(&nb->cond);
 }
 
-/* Under lock: one fewer RPC in flight. */
+/* Under lock: one fewer RPC in flight. An engine's commit counts for its
+ * file until its completion is reported (req_complete()): a drain that
+ * returned before would let the object be destroyed under the report. */
 static void rpc_gone(struct nb *nb, struct req *r)
 {
 	nb->inflight--;
-	r->file->inflight--;
+	if (r->kind != REQ_COMMIT || r->waited)
+		r->file->inflight--;
 }
 
 static int reply_status(int status, int nfsstat)
@@ -701,6 +704,11 @@ static void req_complete(struct nb *nb, struct req *r)
 			/* -ESTALE: a verifier change since it was sent. */
 			us_object_commit_done_epoch(r->obj, r->epoch, r->seq);
 		}
+		/* Only now may the file be drained (rpc_gone()). */
+		pthread_mutex_lock(&nb->lock);
+		r->file->inflight--;
+		pthread_cond_broadcast(&nb->cond);
+		pthread_mutex_unlock(&nb->lock);
 	}
 	free(r);
 }

@@ -17,12 +17,19 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Closed files kept at most (see "Closed files" below), and at most within
+ * the descriptors the process may open: the hard cap a half of
+ * RLIMIT_NOFILE, the soft one a quarter (ufs_engine_start()). */
+#define UFS_CLOSED_SOFT 4096u
+#define UFS_CLOSED_HARD 16384u
 
 /* An open file or directory. */
 struct ufs_handle {
@@ -153,6 +160,14 @@ int ufs_engine_start(struct ufs *fs)
 	 * last close syncs its file. */
 	if (!fs->opt.no_cache) {
 		pthread_condattr_t ca;
+		struct rlimit rl;
+
+		fs->closed_hard = UFS_CLOSED_HARD;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+		    rl.rlim_cur / 2 < fs->closed_hard)
+			fs->closed_hard = (unsigned)(rl.rlim_cur / 2);
+		fs->closed_soft = fs->closed_hard / 2 < UFS_CLOSED_SOFT ? fs->closed_hard / 2 :
+									  UFS_CLOSED_SOFT;
 
 		pthread_condattr_init(&ca);
 		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -231,16 +246,28 @@ static void closed_del(struct ufs *fs, struct ufs_inode *ino)
 	fs->nclosed--;
 }
 
+static bool ts_eq(struct timespec a, struct timespec b)
+{
+	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
 /* The inode of (dev, ino) with one more open, or NULL; waits while it is
- * being torn down (its teardown decides whether it stays). With
- * itable_lock held. */
-static struct ufs_inode *iget(struct ufs *fs, dev_t dev, ino_t ino)
+ * being torn down (its teardown decides whether it stays). *stale: it was
+ * closed, and st (the backing file now, when given) has other times or
+ * another size than when it was closed: the caller forgets it
+ * (inode_release(), not kept) and looks again. With itable_lock held. */
+static struct ufs_inode *iget(struct ufs *fs, dev_t dev, ino_t ino, const struct stat *st,
+			      bool *stale)
 {
 	struct ufs_inode *i;
 
+	*stale = false;
 	while ((i = ifind(fs, dev, ino)) && i->closing)
 		pthread_cond_wait(&fs->itable_cond, &fs->itable_lock);
 	if (i) {
+		*stale = st && i->lingering &&
+			 (!ts_eq(st->st_mtim, i->closed_mtim) || !ts_eq(st->st_ctim, i->closed_ctim) ||
+			  (uint64_t)st->st_size != i->closed_size);
 		closed_del(fs, i);
 		i->opens++;
 	}
@@ -286,17 +313,29 @@ static void data_lock_init(pthread_rwlock_t *l)
 	pthread_rwlockattr_destroy(&a);
 }
 
+static void inode_release(struct ufs *fs, struct ufs_inode *ino, bool may_keep);
+
 static struct ufs_inode *inode_get(struct ufs *fs, struct ufs_bfile *f, pid_t pid, uid_t uid)
 {
 	struct ufs_inode *ino;
 	struct stat st;
+	bool stale;
 
 	if (fs->opt.no_cache || fs->be->fstat(fs, f, &st) != 0 || !S_ISREG(st.st_mode))
 		return NULL;
 	pthread_mutex_lock(&fs->itable_lock);
 	/* One being torn down is waited for: a new object would read stale
 	 * data from the backing file while its last data is written back. */
-	if ((ino = iget(fs, st.st_dev, st.st_ino)))
+	ino = iget(fs, st.st_dev, st.st_ino, &st, &stale);
+	if (ino && stale) {
+		/* Closed, and changed behind the cache since (another NFS
+		 * client wrote it): written back, forgotten, read anew. */
+		pthread_mutex_unlock(&fs->itable_lock);
+		inode_release(fs, ino, false);
+		pthread_mutex_lock(&fs->itable_lock);
+		ino = iget(fs, st.st_dev, st.st_ino, NULL, &stale);
+	}
+	if (ino)
 		goto out;
 	if (!(ino = calloc(1, sizeof(*ino))))
 		goto out;
@@ -326,6 +365,7 @@ static struct ufs_inode *inode_get(struct ufs *fs, struct ufs_bfile *f, pid_t pi
 		ino = NULL;
 		goto out;
 	}
+	atomic_init(&ino->err_seen, us_object_errseq(ino->obj));
 	ino->next = fs->itable[ihash(ino->dev, ino->ino)];
 	fs->itable[ihash(ino->dev, ino->ino)] = ino;
 out:
@@ -337,12 +377,18 @@ out:
 static struct ufs_inode *inode_find(struct ufs *fs, const struct stat *st)
 {
 	struct ufs_inode *ino;
+	bool stale;
 
 	if (!S_ISREG(st->st_mode))
 		return NULL;
 	pthread_mutex_lock(&fs->itable_lock);
-	ino = iget(fs, st->st_dev, st->st_ino);
+	ino = iget(fs, st->st_dev, st->st_ino, st, &stale);
 	pthread_mutex_unlock(&fs->itable_lock);
+	if (ino && stale) {
+		/* Changed behind the cache since it was closed (iget()). */
+		inode_release(fs, ino, false);
+		ino = NULL;
+	}
 	return ino;
 }
 
@@ -375,12 +421,20 @@ static void drop_from(struct ufs_inode *ino, uint64_t from)
 
 /* Whether the inode's file lost its last name (on an NFS server, unlinking
  * removes the file at once: its handle is then stale). */
+static bool inode_gone_st(struct ufs *fs, struct ufs_inode *ino, struct stat *st)
+{
+	int rc = fs->be->fstat(fs, ino->file, st);
+
+	if (rc != 0)
+		memset(st, 0, sizeof(*st)); /* unknown: found changed at the next open */
+	return (rc == 0 && st->st_nlink == 0) || rc == -ESTALE || rc == -ENOENT;
+}
+
 static bool inode_gone(struct ufs *fs, struct ufs_inode *ino)
 {
 	struct stat st;
-	int rc = fs->be->fstat(fs, ino->file, &st);
 
-	return (rc == 0 && st.st_nlink == 0) || rc == -ESTALE || rc == -ENOENT;
+	return inode_gone_st(fs, ino, &st);
 }
 
 static int inode_times_of(struct ufs *fs, struct ufs_inode *ino);
@@ -404,8 +458,6 @@ static int inode_times_of(struct ufs *fs, struct ufs_inode *ino);
  * looks it up meanwhile waits (iget()), since its data may be on its way
  * to the backing file, which alone would show it stale.
  */
-#define UFS_CLOSED_SOFT 4096u
-#define UFS_CLOSED_HARD 16384u
 #define UFS_REAP_BATCH 256
 
 /* Ends a teardown: the object destroyed (rc 0: the inode leaves the table
@@ -430,6 +482,9 @@ static int inode_destroy(struct ufs *fs, struct ufs_inode *ino, bool wait)
 {
 	int rc, tries;
 
+	/* The reaper's: an error nobody was told of stays with the file. */
+	if (!wait && us_object_errseq(ino->obj) != atomic_load(&ino->err_seen))
+		return -EBUSY;
 	/* No reply of the backend's may name the object once destroyed. */
 	if (fs->be->drain)
 		fs->be->drain(fs, ino->file);
@@ -449,6 +504,7 @@ static int inode_destroy(struct ufs *fs, struct ufs_inode *ino, bool wait)
  */
 static void inode_release(struct ufs *fs, struct ufs_inode *ino, bool may_keep)
 {
+	struct stat st;
 	uint64_t since;
 	bool gone, keep;
 	int rc;
@@ -459,11 +515,14 @@ static void inode_release(struct ufs *fs, struct ufs_inode *ino, bool may_keep)
 		return;
 	}
 	ino->closing = true;
-	keep = may_keep && !fs->opt.close_sync && fs->reaper_on && fs->nclosed < UFS_CLOSED_HARD;
+	keep = may_keep && !fs->opt.close_sync && fs->reaper_on && fs->nclosed < fs->closed_hard;
 	pthread_mutex_unlock(&fs->itable_lock);
 
-	gone = inode_gone(fs, ino);
+	gone = inode_gone_st(fs, ino, &st);
 	if (keep && !gone) {
+		ino->closed_mtim = st.st_mtim;
+		ino->closed_ctim = st.st_ctim;
+		ino->closed_size = (uint64_t)st.st_size;
 		inode_teardown_end(fs, ino, -EBUSY);
 		return;
 	}
@@ -494,7 +553,7 @@ static void reap(struct ufs *fs)
 	int n = 0, i;
 
 	pthread_mutex_lock(&fs->itable_lock);
-	while (fs->nclosed > UFS_CLOSED_SOFT && n < UFS_REAP_BATCH) {
+	while (fs->nclosed > fs->closed_soft && n < UFS_REAP_BATCH) {
 		ino = fs->closed_head;
 		closed_del(fs, ino);
 		ino->opens++;
@@ -504,7 +563,10 @@ static void reap(struct ufs *fs)
 	for (i = 0; i < n; i++) {
 		uint64_t since = us_object_errseq(batch[i]->obj);
 
-		us_object_sync(batch[i]->obj, &since);
+		/* A file unlinked meanwhile is dropped by the release (an
+		 * NFS server would refuse its commit for ever). */
+		if (!inode_gone(fs, batch[i]))
+			us_object_sync(batch[i]->obj, &since);
 		inode_release(fs, batch[i], false);
 	}
 
@@ -515,6 +577,8 @@ static void reap(struct ufs *fs)
 		ino->closing = true;
 		batch[n++] = ino;
 	}
+	/* (One with an error no descriptor was told of is kept for the next
+	 * opener, but past the soft cap: inode_destroy() leaves it.) */
 	pthread_mutex_unlock(&fs->itable_lock);
 	for (i = 0; i < n; i++) {
 		int rc = inode_destroy(fs, batch[i], false);
@@ -600,6 +664,15 @@ static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 	return rc;
 }
 
+/* A descriptor of ino was told of the errors up to since. */
+static void err_seen(struct ufs_inode *ino, uint64_t since)
+{
+	uint64_t was = atomic_load(&ino->err_seen);
+
+	while (since > was && !atomic_compare_exchange_weak(&ino->err_seen, &was, since))
+		;
+}
+
 /* Writes back and commits the inode's data (fsync, close, before utimens). */
 static int inode_sync(struct ufs_handle *h, struct ufs_inode *ino)
 {
@@ -609,6 +682,7 @@ static int inode_sync(struct ufs_handle *h, struct ufs_inode *ino)
 	if (h) {
 		pthread_mutex_lock(&h->lock);
 		rc = us_object_sync(ino->obj, &h->since);
+		err_seen(ino, h->since);
 		pthread_mutex_unlock(&h->lock);
 	} else {
 		since = us_object_errseq(ino->obj);
@@ -622,32 +696,65 @@ static int inode_sync(struct ufs_handle *h, struct ufs_inode *ino)
 	return rc;
 }
 
-/* ino's cached writes written back, and none of them still in flight (on
- * the backing file or the server, where others see them; not committed).
- * 0 or the write-back error h has not seen yet. */
+/*
+ * ino's cached writes written back: every chunk that was dirty or in
+ * writeback when it was called is then unstable or clean (on the backing
+ * file or the server, where other openers see it; not committed). A chunk
+ * that went back to dirty (a write that failed for now, a server down) is
+ * written again: as for a sync, the wait is as long as the backend needs
+ * (a hard mount), and a chunk rewritten all the while holds it. 0, or the
+ * write-back error h has not seen yet (a permanent one cleans its chunk).
+ */
 static int inode_writeback(struct ufs_handle *h, struct ufs_inode *ino)
 {
+	uint64_t *offs = NULL, off = 0;
+	size_t n = 0, cap = 0, i, k;
 	int err = 0, rc = 0;
+	us_buf *b;
 
 	us_object_flush(ino->obj, 0, US_UNLIMITED, 0);
-	for (;;) {
-		uint64_t off = 0;
-		bool busy = false;
-		us_buf *b;
+	while (us_buf_next(ino->obj, off, &b) == 0) {
+		int state = us_buf_state(b);
 
-		while (!busy && us_buf_next(ino->obj, off, &b) == 0) {
-			off = us_buf_offset(b) + us_buf_length(b);
-			busy = us_buf_state(b) == US_BUF_WRITEBACK;
-			us_buf_put(b);
+		off = us_buf_offset(b) + us_buf_length(b);
+		if (state == US_BUF_DIRTY || state == US_BUF_WRITEBACK) {
+			if (n == cap) {
+				uint64_t *more = realloc(offs, (cap ? 2 * cap : 64) * sizeof(*offs));
+
+				if (!more) {
+					us_buf_put(b);
+					free(offs);
+					return -ENOMEM;
+				}
+				offs = more;
+				cap = cap ? 2 * cap : 64;
+			}
+			offs[n++] = us_buf_offset(b);
 		}
-		if (!busy)
-			break;
-		sleep_ms(1);
+		us_buf_put(b);
 	}
+	while (n) {
+		sleep_ms(1);
+		for (i = k = 0; i < n; i++) {
+			int state;
+
+			if (us_buf_lookup(ino->obj, offs[i], &b) != 0)
+				continue; /* dropped (truncate, unlink) */
+			state = us_buf_state(b);
+			us_buf_put(b);
+			if (state == US_BUF_DIRTY)
+				us_object_flush(ino->obj, offs[i], UFS_CHUNK_BYTES, 0);
+			if (state == US_BUF_DIRTY || state == US_BUF_WRITEBACK)
+				offs[k++] = offs[i];
+		}
+		n = k;
+	}
+	free(offs);
 	if (h) {
 		pthread_mutex_lock(&h->lock);
 		if (us_object_check_error(ino->obj, &h->since, &err) == 1)
 			rc = err;
+		err_seen(ino, h->since);
 		pthread_mutex_unlock(&h->lock);
 	}
 	return rc;
@@ -1003,8 +1110,11 @@ static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi
 	h->file = f;
 	pthread_mutex_init(&h->lock, NULL);
 	h->ino = inode_get(fs, f, ctx->pid, ctx->uid);
+	/* From the last error a descriptor was told of: one that came after
+	 * the file's last close is reported to the next opener's fsync or
+	 * close (as Linux's errseq does for an error nobody has seen). */
 	if (h->ino)
-		h->since = us_object_errseq(h->ino->obj);
+		h->since = atomic_load(&h->ino->err_seen);
 	if (trunc)
 		rc = h->ino ? inode_truncate(fs, h->ino, 0) : fs->be->ftruncate(fs, f, 0);
 	fi->fh = (uint64_t)(uintptr_t)h;
@@ -1180,6 +1290,7 @@ static struct ufs_inode *hidden_find(struct ufs *fs, const char *path)
 {
 	struct ufs_hidden *hd;
 	struct ufs_inode *ino = NULL;
+	bool stale;
 
 	if (!path || !hidden_name(path))
 		return NULL;
@@ -1187,7 +1298,7 @@ static struct ufs_inode *hidden_find(struct ufs *fs, const char *path)
 	for (hd = fs->hidden; hd && strcmp(hd->name, base_name(path)) != 0; hd = hd->next)
 		;
 	if (hd)
-		ino = iget(fs, hd->dev, hd->ino);
+		ino = iget(fs, hd->dev, hd->ino, NULL, &stale);
 	pthread_mutex_unlock(&fs->itable_lock);
 	return ino;
 }

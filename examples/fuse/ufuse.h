@@ -143,6 +143,14 @@ struct ufs_inode {
 	 * itable_lock. */
 	bool lingering;
 	struct ufs_inode *cnext, *cprev;
+	/* The backing file's times and size when it was last closed: a file
+	 * found changed since (another NFS client wrote it) is forgotten and
+	 * read anew (fs.c iget()). */
+	struct timespec closed_mtim, closed_ctim;
+	uint64_t closed_size;
+	/* The latest error cursor a descriptor was told of (fs.c err_seen());
+	 * a new descriptor starts there. */
+	_Atomic uint64_t err_seen;
 	struct ufs_inode *next; /* hash chain */
 	pthread_rwlock_t io_lock;
 	pthread_rwlock_t wb_lock;
@@ -211,7 +219,7 @@ struct ufs {
 	 * their number; the thread that forgets them (fs.c). Under
 	 * itable_lock. */
 	struct ufs_inode *closed_head, *closed_tail;
-	unsigned nclosed;
+	unsigned nclosed, closed_soft, closed_hard;
 	pthread_t reaper;
 	bool reaper_on, reaper_stop;
 	pthread_cond_t reaper_cond;
