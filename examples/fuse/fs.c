@@ -441,18 +441,21 @@ static int inode_times_of(struct ufs *fs, struct ufs_inode *ino);
 
 /*
  * CLOSED FILES. A close is not an fsync (unless --close=sync): as on a
- * local Linux filesystem, a close that wrote starts the file's write-back
- * and returns the write-back errors already seen through its descriptor
- * (ufs_flush()); the data becomes durable at fsync(), when the engine
+ * local Linux filesystem, a close that wrote writes the file back (not
+ * committed: inode_writeback()) and returns the write-back errors its
+ * descriptor was not told of (ufs_flush()); the data becomes durable at
+ * fsync(), when the engine
  * commits it (unstable data older than --commit-interval, dirty data older
  * than --dirty-expire written back first, or under memory pressure), or at
  * unmount. So a file's cache outlives its last close: its inode stays in
  * the table, unopened, on the list of closed files, and a later open or
  * stat finds it there. The reaper thread forgets (destroys the objects of)
  * closed files whose data is clean, oldest first, every 100 ms. A closed
- * file keeps its backing descriptor: past UFS_CLOSED_SOFT of them the
- * reaper syncs the oldest itself, and past UFS_CLOSED_HARD a last close
- * syncs its own file, as --close=sync does.
+ * file keeps its backing descriptor: past fs->closed_soft of them the
+ * reaper syncs the oldest itself, and past fs->closed_hard a last close
+ * syncs its own file, as --close=sync does. A closed file found changed
+ * since its close is forgotten and read anew (iget()); one with an error
+ * no descriptor was told of is kept for the next opener (err_seen()).
  *
  * Teardown (a file unlinked, or forgotten) marks the inode closing: whoever
  * looks it up meanwhile waits (iget()), since its data may be on its way
@@ -496,7 +499,7 @@ static int inode_destroy(struct ufs *fs, struct ufs_inode *ino, bool wait)
 
 /*
  * Gives back an open. The last one leaves the file on the list of closed
- * files; or, with --close=sync or past UFS_CLOSED_HARD closed files,
+ * files; or, with --close=sync or past fs->closed_hard closed files,
  * writes back and commits what is left (close has done it then, normally)
  * and destroys the object; a file unlinked has its cache dropped. If the
  * object cannot be destroyed (a write keeps failing), the inode stays in
@@ -545,7 +548,7 @@ static void inode_put(struct ufs *fs, struct ufs_inode *ino)
 	inode_release(fs, ino, true);
 }
 
-/* One round of the reaper: the oldest closed files past UFS_CLOSED_SOFT
+/* One round of the reaper: the oldest closed files past fs->closed_soft
  * synced, then those whose data is clean forgotten. */
 static void reap(struct ufs *fs)
 {
@@ -560,15 +563,11 @@ static void reap(struct ufs *fs)
 		batch[n++] = ino;
 	}
 	pthread_mutex_unlock(&fs->itable_lock);
-	for (i = 0; i < n; i++) {
-		uint64_t since = us_object_errseq(batch[i]->obj);
-
-		/* A file unlinked meanwhile is dropped by the release (an
-		 * NFS server would refuse its commit for ever). */
-		if (!inode_gone(fs, batch[i]))
-			us_object_sync(batch[i]->obj, &since);
+	/* Not kept: the release syncs and destroys it (or drops it, if it
+	 * was unlinked meanwhile: an NFS server would refuse its commit for
+	 * ever), unless it was opened again meanwhile. */
+	for (i = 0; i < n; i++)
 		inode_release(fs, batch[i], false);
-	}
 
 	n = 0;
 	pthread_mutex_lock(&fs->itable_lock);
