@@ -132,6 +132,17 @@ struct ufs_bfile {
 
 enum req_kind { REQ_WRITE, REQ_COMMIT, REQ_READ };
 
+/*
+ * A chunk written in several WRITE3s (its pages to write are not all
+ * adjacent): it is completed once every one of them has ended, with the
+ * worst of their results (enum us_write_result is in that order).
+ */
+struct part {
+	atomic_uint left; /* WRITE3s not ended, plus one while the flush sends */
+	atomic_int res;
+	atomic_int err;
+};
+
 struct req {
 	enum req_kind kind;
 	struct nb *nb;
@@ -145,6 +156,7 @@ struct req {
 	us_object *obj;
 	us_buf *bufs[NB_MAX_GROUP];
 	unsigned nbufs;
+	struct part *part; /* a write of some pages of bufs[0] (nfs_flush()) */
 	uint64_t seq, epoch; /* commit: what it covers, of which epoch */
 	/* waited-for requests (reads, --no-cache writes) */
 	bool waited, done;
@@ -205,7 +217,7 @@ struct nb {
 	/* statistics (atomic: the stats thread reads them) */
 	atomic_uint_fast64_t writes, write_bytes, stable_replies, commits, verf_changes, lost_bufs,
 		reconnects, write_errors, commit_errors, reads, outage_ms, outage_last_ms,
-		wreconnects, peak_file_rpcs;
+		wreconnects, peak_file_rpcs, page_writes;
 	struct timespec down_since;
 };
 
@@ -653,6 +665,26 @@ static void verifier_changed(struct nb *nb, const char *verf)
 		nb->url, n);
 }
 
+/* One WRITE3 of chunk b's pages ended with res (err); the last one that
+ * ends completes b. Any thread, no lock. */
+static void part_end(struct nb *nb, us_buf *b, struct part *p, enum us_write_result res, int err)
+{
+	int worst = atomic_load(&p->res);
+
+	while ((int)res > worst && !atomic_compare_exchange_weak(&p->res, &worst, (int)res))
+		;
+	if (res >= US_WRITE_ERROR && (int)res >= worst)
+		atomic_store(&p->err, err);
+	if (atomic_fetch_sub(&p->left, 1) != 1)
+		return;
+	res = (enum us_write_result)atomic_load(&p->res);
+	/* A number taken after every one of its replies: a commit that reads
+	 * it or a later one was sent after them all. */
+	us_buf_write_done(b, res, res == US_WRITE_UNSTABLE ? atomic_fetch_add(&nb->fs->seq, 1) + 1 : 0,
+			  atomic_load(&p->err));
+	free(p);
+}
+
 /* Service thread, no lock: the engine completions of a finished request. */
 static void req_complete(struct nb *nb, struct req *r)
 {
@@ -679,9 +711,12 @@ static void req_complete(struct nb *nb, struct req *r)
 			} else if (memcmp(nb->verf, r->verf, sizeof(nb->verf)) != 0) {
 				verifier_changed(nb, r->verf);
 			}
-			seq = atomic_fetch_add(&nb->fs->seq, 1) + 1;
+			if (!r->part)
+				seq = atomic_fetch_add(&nb->fs->seq, 1) + 1;
 		}
-		for (i = 0; i < r->nbufs; i++)
+		if (r->part)
+			part_end(nb, r->bufs[0], r->part, res, r->status);
+		for (i = 0; !r->part && i < r->nbufs; i++)
 			us_buf_write_done(r->bufs[i], res, seq, r->status);
 		/* Only now may the file be drained (its object destroyed, the
 		 * file closed): nothing of r's is used after this. */
@@ -1375,6 +1410,7 @@ static void nfs_stats(struct ufs *fs, FILE *f)
 		"nfs_peak_file_rpcs %llu\n"
 		"nfs_writes %llu\n"
 		"nfs_write_bytes %llu\n"
+		"nfs_page_writes %llu\n"
 		"nfs_stable_replies %llu\n"
 		"nfs_write_errors %llu\n"
 		"nfs_commits %llu\n"
@@ -1390,6 +1426,7 @@ static void nfs_stats(struct ufs *fs, FILE *f)
 		(unsigned long long)atomic_load(&nb->peak_file_rpcs),
 		(unsigned long long)atomic_load(&nb->writes),
 		(unsigned long long)atomic_load(&nb->write_bytes),
+		(unsigned long long)atomic_load(&nb->page_writes),
 		(unsigned long long)atomic_load(&nb->stable_replies),
 		(unsigned long long)atomic_load(&nb->write_errors),
 		(unsigned long long)atomic_load(&nb->commits),
@@ -1413,6 +1450,74 @@ static void fail_bufs(us_buf *const *bufs, size_t n, int err)
 		us_buf_write_done(bufs[i], US_WRITE_ERROR, 0, err);
 }
 
+/*
+ * Sends the WRITE3s of the pages of chunk b in bits (ufs_pages_take(): some
+ * of its pages, not all adjacent or not all valid), one per range of
+ * adjacent pages clipped to end, each from the chunk in place. With the
+ * flush's hold on p; 0, or the negative errno that stopped the sending (p
+ * then has it).
+ */
+static int send_pages(struct nb *nb, struct ufs_inode *ino, us_object *obj, us_buf *b,
+		      uint32_t bits, struct part *p)
+{
+	unsigned pg = 0;
+
+	while (pg < 32) {
+		uint64_t from, to, end;
+		struct iovec iov[3];
+		struct req *r;
+		int rc;
+
+		while (pg < 32 && !(bits >> pg & 1))
+			pg++;
+		if (pg == 32)
+			return 0;
+		from = pg * UFS_PAGE_BYTES;
+		while (pg < 32 && (bits >> pg & 1))
+			pg++;
+		to = pg * UFS_PAGE_BYTES;
+		if ((rc = wc_slot(nb, ino->file)))
+			return rc == -ESHUTDOWN ? -EAGAIN : rc;
+		if (!(r = calloc(1, sizeof(*r)))) {
+			wc_slot_put(nb, ino->file);
+			return -ENOMEM;
+		}
+		pthread_rwlock_rdlock(&ino->data_lock);
+		end = ino->size;
+		if (us_buf_offset(b) + from >= end) {
+			/* Past the end (a truncate cut it): nothing to keep. */
+			pthread_rwlock_unlock(&ino->data_lock);
+			wc_slot_put(nb, ino->file);
+			free(r);
+			return 0;
+		}
+		to = min_u64(to, end - us_buf_offset(b));
+		iov[1].iov_base = (char *)us_buf_data(b) + from;
+		iov[1].iov_len = (size_t)(to - from);
+		r->kind = REQ_WRITE;
+		r->file = ino->file;
+		r->obj = obj;
+		r->offset = us_buf_offset(b) + from;
+		r->count = (uint32_t)(to - from);
+		r->stable = UNSTABLE;
+		r->nbufs = 1;
+		r->bufs[0] = b;
+		r->part = p;
+		atomic_fetch_add(&p->left, 1);
+		rc = wc_send(nb, r, iov, 2);
+		pthread_rwlock_unlock(&ino->data_lock);
+		if (rc) {
+			atomic_fetch_sub(&p->left, 1);
+			free(r);
+			return rc;
+		}
+		atomic_fetch_add(&nb->writes, 1);
+		atomic_fetch_add(&nb->write_bytes, to - from);
+		atomic_fetch_add(&nb->page_writes, 1);
+	}
+	return 0;
+}
+
 static int nfs_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
 		     uint64_t length, enum us_reason reason)
 {
@@ -1420,12 +1525,24 @@ static int nfs_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 	struct nb *nb = nb_of(fs);
 	struct ufs_inode *ino = us_object_user(obj);
 	size_t i = 0, per = (size_t)(min_u64(nb->wsize, NB_RPC_BYTES) / UFS_CHUNK_BYTES);
+	uint32_t stack_bits[64], *bits;
 
 	(void)offset;
 	(void)length;
 	(void)reason;
 	if (per > NB_MAX_GROUP)
 		per = NB_MAX_GROUP;
+	bits = n > 64 ? malloc(n * sizeof(*bits)) : stack_bits;
+	if (!bits) {
+		fail_bufs(bufs, n, -ENOMEM); /* nothing taken */
+		return 0;
+	}
+	/* The pages to write of chunks written in part (0: whole). */
+	pthread_rwlock_rdlock(&ino->data_lock);
+	for (i = 0; i < n; i++)
+		bits[i] = ufs_pages_take(ino, us_buf_offset(bufs[i]) / UFS_CHUNK_BYTES);
+	pthread_rwlock_unlock(&ino->data_lock);
+	i = 0;
 	while (i < n) {
 		uint64_t end, start = us_buf_offset(bufs[i]), bytes = 0;
 		size_t k, take = n - i < per ? n - i : per;
@@ -1433,6 +1550,25 @@ static int nfs_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 		struct req *r;
 		int rc;
 
+		if (bits[i]) {
+			/* Some pages of it only, in WRITE3s of their own. */
+			struct part *p = calloc(1, sizeof(*p));
+
+			if (!p) {
+				fail_bufs(bufs + i, n - i, -ENOMEM);
+				break;
+			}
+			atomic_init(&p->left, 1);
+			atomic_init(&p->res, US_WRITE_STABLE);
+			rc = send_pages(nb, ino, obj, bufs[i], bits[i], p);
+			part_end(nb, bufs[i], p, rc ? US_WRITE_ERROR : US_WRITE_STABLE, rc);
+			if (rc) {
+				fail_bufs(bufs + i + 1, n - i - 1, rc);
+				break;
+			}
+			i++;
+			continue;
+		}
 		/* The slot first: data_lock is held only while one WRITE3 is
 		 * built and sent, so that a writer of the file waits for one
 		 * RPC's send at most, never for the server. */
@@ -1456,10 +1592,10 @@ static int nfs_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 				us_buf_write_done(bufs[i], US_WRITE_STABLE, 0, 0);
 			break;
 		}
-		/* Adjacent chunks, up to the server's wtmax, clipped to the
-		 * logical size: one WRITE3 sent from the chunks in place. */
+		/* Adjacent whole chunks, up to the server's wtmax, clipped to
+		 * the logical size: one WRITE3 sent from the chunks in place. */
 		for (k = 0; k < take && us_buf_offset(bufs[i + k]) == start + bytes &&
-			    start + bytes < end;
+			    start + bytes < end && !bits[i + k];
 		     k++) {
 			uint64_t len = min_u64(us_buf_length(bufs[i + k]), end - (start + bytes));
 
@@ -1488,6 +1624,8 @@ static int nfs_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 		atomic_fetch_add(&nb->write_bytes, bytes);
 		i += k;
 	}
+	if (bits != stack_bits)
+		free(bits);
 	return 0;
 }
 
@@ -2052,6 +2190,7 @@ static int nfs_access_path(struct ufs *fs, const char *rel, int mask)
 
 const struct ufs_backend ufs_backend_nfs = {
 	.name = "nfs",
+	.page_writeback = true,
 	.attach = nfs_attach,
 	.start = nfs_start,
 	.detach = nfs_detach,

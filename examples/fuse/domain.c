@@ -297,9 +297,11 @@ void ufs_stats_write(struct ufs *fs, FILE *f)
 	nclosed = fs->nclosed;
 	pthread_mutex_unlock(&fs->itable_lock);
 	/* closed_files: files closed and kept until their data is clean
-	 * (fs.c, "Closed files"). */
-	fprintf(f, "cache\ndropped_behind %llu\nclosed_files %u\n\n",
-		(unsigned long long)atomic_load(&fs->dropped_behind), nclosed);
+	 * (fs.c, "Closed files"); fill_bytes: read from the backend for
+	 * writes that cover a page in part (fs.c, "Partial writes"). */
+	fprintf(f, "cache\ndropped_behind %llu\nclosed_files %u\nfill_bytes %llu\n\n",
+		(unsigned long long)atomic_load(&fs->dropped_behind), nclosed,
+		(unsigned long long)atomic_load(&fs->fill_bytes));
 	if (fs->be && fs->be->stats)
 		fs->be->stats(fs, f);
 }

@@ -278,6 +278,7 @@ static void ifree(struct ufs *fs, struct ufs_inode *ino)
 {
 	free(ino->pages.key);
 	free((void *)ino->pages.bits);
+	free(ino->pages.valid);
 	fs->be->close(fs, ino->file);
 	pthread_rwlock_destroy(&ino->io_lock);
 	pthread_rwlock_destroy(&ino->wb_lock);
@@ -817,11 +818,14 @@ static int chunk_fill(struct ufs *fs, struct ufs_inode *ino, us_buf *b)
 {
 	ssize_t r = fs->be->pread(fs, ino->file, us_buf_data(b), UFS_CHUNK_BYTES, us_buf_offset(b));
 
+	if (r > 0)
+		atomic_fetch_add(&fs->fill_bytes, (uint64_t)r);
 	return r < 0 ? (int)r : 0;
 }
 
-/* The dirty page map (ufuse.h struct ufs_pmap): open addressing. */
+/* The page map (ufuse.h struct ufs_pmap): open addressing. */
 _Static_assert(UFS_CHUNK_BYTES / UFS_PAGE_BYTES == 32, "a chunk's pages in 32 bits");
+#define UFS_ALL_PAGES UINT32_MAX
 
 static size_t pmap_slot(const struct ufs_pmap *m, uint64_t key)
 {
@@ -832,50 +836,125 @@ static size_t pmap_slot(const struct ufs_pmap *m, uint64_t key)
 	return i;
 }
 
-/* Rebuilds the map with room to spare, without its entries at 0 (the same
- * as none). false: no memory (the map is unchanged). */
-static bool pmap_rebuild(struct ufs_pmap *m)
+/* The entry of chunk in m: its slot, or m->cap for none. */
+static size_t pmap_find(const struct ufs_pmap *m, uint64_t chunk)
 {
-	struct ufs_pmap n = { 0 };
-	size_t live = 0, i;
-
-	for (i = 0; i < m->cap; i++)
-		live += m->key[i] && atomic_load(&m->bits[i]);
-	for (n.cap = 64; n.cap < 4 * (live + 1); n.cap *= 2)
-		;
-	n.key = calloc(n.cap, sizeof(*n.key));
-	n.bits = calloc(n.cap, sizeof(*n.bits));
-	if (!n.key || !n.bits) {
-		free(n.key);
-		free((void *)n.bits);
-		return false;
-	}
-	for (i = 0; i < m->cap; i++) {
-		uint32_t v = m->key[i] ? atomic_load(&m->bits[i]) : 0;
-
-		if (v) {
-			size_t j = pmap_slot(&n, m->key[i]);
-
-			n.key[j] = m->key[i];
-			atomic_store(&n.bits[j], v);
-			n.used++;
-		}
-	}
-	free(m->key);
-	free((void *)m->bits);
-	*m = n;
-	return true;
-}
-
-uint32_t ufs_pages_take(struct ufs_inode *ino, uint64_t chunk)
-{
-	const struct ufs_pmap *m = &ino->pages;
 	size_t i;
 
 	if (!m->cap)
 		return 0;
 	i = pmap_slot(m, chunk + 1);
-	return m->key[i] ? atomic_exchange(&m->bits[i], 0) : 0;
+	return m->key[i] ? i : m->cap;
+}
+
+/* Whether slot i of m says something: pages to write, or pages not valid;
+ * and whether ino still caches its chunk (entries of chunks evicted since
+ * are forgotten). */
+static bool pmap_live(const struct ufs_inode *ino, const struct ufs_pmap *m, size_t i)
+{
+	us_buf *b;
+
+	if (!m->key[i] || (!atomic_load(&m->bits[i]) && m->valid[i] == UFS_ALL_PAGES))
+		return false;
+	if (us_buf_lookup(ino->obj, (m->key[i] - 1) * UFS_CHUNK_BYTES, &b) != 0)
+		return false;
+	us_buf_put(b);
+	return true;
+}
+
+/* Rebuilds ino's map with room to spare for one more entry, keeping only
+ * the live ones. With io_lock and data_lock exclusive. false: no memory
+ * (the map is unchanged). */
+static bool pmap_rebuild(struct ufs_inode *ino)
+{
+	struct ufs_pmap *m = &ino->pages, n = { 0 };
+	size_t live = 0, i;
+	bool *keep = m->cap ? calloc(m->cap, sizeof(*keep)) : NULL;
+
+	if (m->cap && !keep)
+		return false;
+	for (i = 0; i < m->cap; i++)
+		live += keep[i] = pmap_live(ino, m, i);
+	for (n.cap = 64; n.cap < 4 * (live + 1); n.cap *= 2)
+		;
+	n.key = calloc(n.cap, sizeof(*n.key));
+	n.bits = calloc(n.cap, sizeof(*n.bits));
+	n.valid = calloc(n.cap, sizeof(*n.valid));
+	if (!n.key || !n.bits || !n.valid) {
+		free(n.key);
+		free((void *)n.bits);
+		free(n.valid);
+		free(keep);
+		return false;
+	}
+	for (i = 0; i < m->cap; i++) {
+		if (keep[i]) {
+			size_t j = pmap_slot(&n, m->key[i]);
+
+			n.key[j] = m->key[i];
+			atomic_store(&n.bits[j], atomic_load(&m->bits[i]));
+			n.valid[j] = m->valid[i];
+			n.used++;
+		}
+	}
+	free(keep);
+	free(m->key);
+	free((void *)m->bits);
+	free(m->valid);
+	*m = n;
+	return true;
+}
+
+/* The slot of chunk's entry in ino's map, made (nothing dirty, every page
+ * valid) when there is none. With io_lock and data_lock exclusive. m->cap:
+ * no memory. */
+static size_t pmap_entry(struct ufs_inode *ino, uint64_t chunk)
+{
+	struct ufs_pmap *m = &ino->pages;
+	size_t i = pmap_find(m, chunk);
+
+	if (i < m->cap)
+		return i;
+	if ((m->used + 1) * 2 > m->cap && !pmap_rebuild(ino))
+		return m->cap;
+	i = pmap_slot(m, chunk + 1);
+	m->key[i] = chunk + 1;
+	atomic_store(&m->bits[i], 0);
+	m->valid[i] = UFS_ALL_PAGES;
+	m->used++;
+	return i;
+}
+
+/* The valid pages of chunk (cached): all, unless the map says otherwise.
+ * With io_lock held (shared is enough: only writers change it). */
+static uint32_t pages_valid(const struct ufs_inode *ino, uint64_t chunk)
+{
+	const struct ufs_pmap *m = &ino->pages;
+	size_t i = pmap_find(m, chunk);
+
+	return i < m->cap ? m->valid[i] : UFS_ALL_PAGES;
+}
+
+/* The pages of a chunk that bytes [off, off + n) of it touch. */
+static uint32_t page_bits(uint64_t off, uint64_t n)
+{
+	unsigned first = (unsigned)(off / UFS_PAGE_BYTES);
+	unsigned count = (unsigned)((off + n - 1) / UFS_PAGE_BYTES) - first + 1;
+
+	return count >= 32 ? UFS_ALL_PAGES : ((1u << count) - 1) << first;
+}
+
+uint32_t ufs_pages_take(struct ufs_inode *ino, uint64_t chunk)
+{
+	struct ufs_pmap *m = &ino->pages;
+	size_t i = pmap_find(m, chunk);
+	uint32_t d;
+
+	if (i == m->cap)
+		return 0;
+	/* Dirty pages are valid; none noted: every valid page. */
+	d = atomic_exchange(&m->bits[i], 0);
+	return d ? d : m->valid[i] == UFS_ALL_PAGES ? 0 : m->valid[i];
 }
 
 /* Until chunk b of ino is no longer under write-back. */
@@ -896,43 +975,134 @@ void ufs_writeback_done(struct ufs_inode *ino)
 
 /*
  * A write of n bytes at off into a chunk in state (its index: chunk), with
- * data_lock exclusive, before us_buf_dirty(). A clean chunk (new, or
- * committed: its other pages are what the backing file durably holds) gets
- * these pages
- * only, or none for a whole-chunk write (0: whole). A chunk dirty,
- * in writeback or unstable keeps what it had plus these: a whole one stays
- * whole (its earlier pages may still have to be written, or written again
- * after a lost commit). No memory for the map: whole.
+ * io_lock and data_lock exclusive, before us_buf_dirty(); the pages it
+ * touches were valid or are filled (fill_edges()). They become valid. A
+ * clean chunk (new, or committed: its other pages are what the backing
+ * file durably holds) gets these pages to write only, or none for a
+ * whole-chunk write (0: every valid page). A chunk dirty, in writeback or
+ * unstable keeps what it had plus these: a whole one stays whole (its
+ * earlier pages may still have to be written, or written again after a
+ * lost commit). No memory for the map: whole.
  */
 static void pages_note(struct ufs_inode *ino, enum us_buf_state state, uint64_t chunk, uint64_t off,
 		       uint64_t n)
 {
 	struct ufs_pmap *m = &ino->pages;
-	unsigned first = (unsigned)(off / UFS_PAGE_BYTES);
-	unsigned count = (unsigned)((off + n - 1) / UFS_PAGE_BYTES) - first + 1;
-	uint32_t bits = count >= 32 ? UINT32_MAX : ((1u << count) - 1) << first;
+	uint32_t bits = page_bits(off, n);
 	bool clean = state == US_BUF_CLEAN;
-	size_t i;
+	size_t i = pmap_find(m, chunk);
 
-	if (clean && bits == UINT32_MAX)
-		bits = 0;
-	if (m->cap) {
-		i = pmap_slot(m, chunk + 1);
-		if (m->key[i]) {
-			uint32_t old = atomic_load(&m->bits[i]);
+	if (i < m->cap) {
+		uint32_t old = atomic_load(&m->bits[i]);
 
-			atomic_store(&m->bits[i], clean ? bits : old ? old | bits : 0);
-			return;
-		}
-	}
-	if (!clean || !bits)
-		return; /* no entry: the whole chunk, as wanted */
-	if ((m->used + 1) * 2 > m->cap && !pmap_rebuild(m))
+		m->valid[i] |= bits;
+		atomic_store(&m->bits[i], clean ? (bits == UFS_ALL_PAGES ? 0 : bits) :
+					  old ? old | bits : 0);
 		return;
-	i = pmap_slot(m, chunk + 1);
-	m->key[i] = chunk + 1;
-	atomic_store(&m->bits[i], bits);
-	m->used++;
+	}
+	if (!clean || bits == UFS_ALL_PAGES)
+		return; /* no entry: the whole chunk, as wanted */
+	if ((i = pmap_entry(ino, chunk)) < m->cap)
+		atomic_store(&m->bits[i], bits);
+}
+
+/*
+ * Partial writes. A chunk created for a write of part of it holds valid
+ * data in the pages that write covers and in the pages from the logical
+ * size on (they read as zeros); its other pages stay invalid, zero in the
+ * payload, and are never read from the backend for the write: a 4 KiB
+ * write into an uncached chunk reads nothing. Reads of invalid pages go to
+ * the backend (ufs_read()), which holds their data; write-back sends only
+ * valid pages (ufs_pages_take()). Only a write that covers part of a page
+ * that is not valid reads that page first (fill_edges()).
+ */
+
+/* The valid pages of a chunk at co created now: those at or past the
+ * logical size. With io_lock exclusive. */
+static uint32_t fresh_valid(const struct ufs_inode *ino, uint64_t co)
+{
+	uint64_t zero_from;
+
+	if (ino->size <= co)
+		return UFS_ALL_PAGES;
+	if (ino->size >= co + UFS_CHUNK_BYTES)
+		return 0;
+	zero_from = (ino->size - co + UFS_PAGE_BYTES - 1) / UFS_PAGE_BYTES;
+	return zero_from >= 32 ? 0 : UFS_ALL_PAGES << zero_from;
+}
+
+/* Reads the pages that the write of [off, off + n) covers only in part and
+ * that are not valid, from the backend, into chunk b. With io_lock
+ * exclusive: no reader sees them, and no flush writes a page not valid. */
+static int fill_edges(struct ufs *fs, struct ufs_inode *ino, us_buf *b, uint32_t valid,
+		      uint64_t off, uint64_t n)
+{
+	unsigned edge[2] = { (unsigned)(off / UFS_PAGE_BYTES),
+			     (unsigned)((off + n - 1) / UFS_PAGE_BYTES) };
+
+	for (int k = 0; k < 2; k++) {
+		uint64_t ps = edge[k] * UFS_PAGE_BYTES;
+		char *at = (char *)us_buf_data(b) + ps;
+		ssize_t r;
+
+		if ((k == 1 && edge[1] == edge[0]) || (off <= ps && off + n >= ps + UFS_PAGE_BYTES) ||
+		    (valid >> edge[k] & 1))
+			continue;
+		r = fs->be->pread(fs, ino->file, at, UFS_PAGE_BYTES, us_buf_offset(b) + ps);
+		if (r < 0)
+			return (int)r;
+		atomic_fetch_add(&fs->fill_bytes, (uint64_t)r);
+		memset(at + r, 0, UFS_PAGE_BYTES - (uint64_t)r);
+	}
+	return 0;
+}
+
+/* A chunk just created: its entry says valid (any entry left by an earlier
+ * chunk at this index is reset). With io_lock and data_lock exclusive. No
+ * memory for the entry: the chunk is filled whole from the backend. */
+static int pages_fresh(struct ufs *fs, struct ufs_inode *ino, us_buf *b, uint64_t chunk,
+		       uint32_t valid)
+{
+	struct ufs_pmap *m = &ino->pages;
+	size_t i = valid == UFS_ALL_PAGES ? pmap_find(m, chunk) : pmap_entry(ino, chunk);
+
+	if (i < m->cap) {
+		m->valid[i] = valid;
+		atomic_store(&m->bits[i], 0);
+		return 0;
+	}
+	return valid == UFS_ALL_PAGES ? 0 : chunk_fill(fs, ino, b);
+}
+
+/* Reads bytes [off, off + n) of cached chunk b whose valid pages are
+ * valid: those from the payload, the others from the backend (zeros past
+ * its end). With io_lock shared. */
+static int read_pages(struct ufs *fs, struct ufs_inode *ino, us_buf *b, uint32_t valid, char *out,
+		      uint64_t off, uint64_t n)
+{
+	uint64_t end = off + n;
+
+	while (off < end) {
+		bool v = valid >> (off / UFS_PAGE_BYTES) & 1;
+		uint64_t to = (off / UFS_PAGE_BYTES + 1) * UFS_PAGE_BYTES;
+
+		/* The run of pages alike. */
+		while (to < end && (bool)(valid >> (to / UFS_PAGE_BYTES) & 1) == v)
+			to += UFS_PAGE_BYTES;
+		to = min_u64(to, end);
+		if (v) {
+			memcpy(out, (char *)us_buf_data(b) + off, to - off);
+		} else {
+			ssize_t r = fs->be->pread(fs, ino->file, out, to - off, us_buf_offset(b) + off);
+
+			if (r < 0)
+				return (int)r;
+			memset(out + r, 0, to - off - (uint64_t)r);
+		}
+		out += to - off;
+		off = to;
+	}
+	return 0;
 }
 
 /*
@@ -1002,7 +1172,9 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 	while (done < size) {
 		uint64_t pos = (uint64_t)off + done, co = pos - pos % UFS_CHUNK_BYTES;
 		uint64_t n = min_u64(size - done, co + UFS_CHUNK_BYTES - pos);
+		uint32_t valid = UFS_ALL_PAGES;
 		enum us_buf_state state;
+		bool fresh;
 		us_buf *b;
 
 		/* May wait for reclaim: writeback and commits of this domain.
@@ -1013,15 +1185,34 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 				n == UFS_CHUNK_BYTES ? US_GET_UNINIT : 0, &b);
 		if (rc < 0)
 			break;
+		fresh = rc == 1;
 		/* A new chunk: recycle up to two old ones for the next (the
 		 * pool then stays the same size). */
-		if (rc == 1 && fs->opt.clean_max != UINT64_MAX)
+		if (fresh && fs->opt.clean_max != UINT64_MAX)
 			drop_behind(fs, ino, co);
-		if (rc == 1 && n < UFS_CHUNK_BYTES && (rc = chunk_fill(fs, ino, b)) < 0) {
-			us_buf_drop(b);
-			break;
+		if (n < UFS_CHUNK_BYTES) {
+			/* Without a page map, a new chunk is read whole first. */
+			if (!fs->be->page_writeback)
+				rc = fresh ? chunk_fill(fs, ino, b) : 0;
+			else
+				rc = fill_edges(fs, ino, b,
+						valid = fresh ? fresh_valid(ino, co) :
+								pages_valid(ino, co / UFS_CHUNK_BYTES),
+						pos - co, n);
+			if (rc < 0) {
+				if (!fresh || us_buf_drop(b) != 0)
+					us_buf_put(b);
+				break;
+			}
 		}
 		pthread_rwlock_wrlock(&ino->data_lock);
+		if (fresh && fs->be->page_writeback &&
+		    (rc = pages_fresh(fs, ino, b, co / UFS_CHUNK_BYTES, valid)) < 0) {
+			pthread_rwlock_unlock(&ino->data_lock);
+			if (us_buf_drop(b) != 0)
+				us_buf_put(b);
+			break;
+		}
 		state = fs->be->unlocked_writeback || fs->be->page_writeback ? us_buf_state(b) :
 									       US_BUF_DIRTY;
 		/* Not into a chunk being written back without data_lock. */
@@ -1070,8 +1261,17 @@ static int ufs_read(const char *path, char *buf, size_t size, off_t off, struct 
 		us_buf *b;
 
 		if (us_buf_lookup(ino->obj, pos, &b) == 0) {
-			memcpy(out, (char *)us_buf_data(b) + (pos - co), n);
+			uint32_t valid = fs->be->page_writeback ?
+						 pages_valid(ino, co / UFS_CHUNK_BYTES) :
+						 UFS_ALL_PAGES;
+
+			if (valid == UFS_ALL_PAGES)
+				memcpy(out, (char *)us_buf_data(b) + (pos - co), n);
+			else
+				rc = read_pages(fs, ino, b, valid, out, pos - co, n);
 			us_buf_put(b);
+			if (rc < 0)
+				goto out;
 		} else {
 			/* Not cached: the backing file has its latest data, up to
 			 * its end; past it (a tail not yet written back, a

@@ -14,13 +14,15 @@
  * offsets, one engine buffer each:
  *
  *   write    each chunk touched: us_buf_get() (the charge may wait for
- *            reclaim), a chunk created for a partial write is first filled
- *            from the backing file (read-modify-write: a cached chunk always
- *            holds the whole chunk's current data, so reads never need
- *            valid-range tracking), the data is copied in, us_buf_dirty()
- *            (which throttles the writer), and the write returns at once.
- *   read     each chunk: from the cached buffer when there is one, else
- *            pread() of the backing file. Reads do not populate the cache.
+ *            reclaim), the data is copied in, us_buf_dirty() (which
+ *            throttles the writer), and the write returns at once. A chunk
+ *            created for a partial write holds only the pages written
+ *            (and those past the end of the file): nothing is read from
+ *            the backend, except a page that the write covers in part
+ *            (struct ufs_pmap below, fs.c "Partial writes").
+ *   read     each chunk: from the cached buffer when there is one (its
+ *            pages not valid from the backend), else pread() of the
+ *            backing file. Reads do not populate the cache.
  *   flush    (engine callback, the backend's: backend.h) the directory
  *            backend: pwritev() of the run to the backing file (runs of
  *            whole chunks O_DIRECT, see backend_dir.c): the data is
@@ -32,8 +34,11 @@
  *            us_object_commit_done() with the last sequence number handed
  *            out before it started: every write it covers had returned.
  *            NFS: COMMIT3, its reply's write verifier checked.
- *   fsync, close of a descriptor that wrote: us_object_sync(), the engine's
- *            integrity sync (write back, commit, report errors once).
+ *   fsync    us_object_sync(), the engine's integrity sync (write back,
+ *            commit, report errors once).
+ *   close    of a descriptor that wrote: write-back of the file, waited
+ *            for, without a commit (fs.c, "Closed files"); with
+ *            --close=sync, as fsync.
  *
  * The logical size of a cached file is kept here (the backing file is
  * shorter until its tail is written back); bytes of a cached chunk past the
@@ -114,20 +119,24 @@ struct ufs_options {
 };
 
 /*
- * The dirty pages of partly written chunks, for a backend that writes back
- * only those (ufs_backend.page_writeback): chunk index -> a bitmap of its
- * 4 KiB pages, where 0, or no entry, means the whole chunk. A 4 KiB write
- * into a chunk that was clean then costs 4 KiB of write-back, not 128.
- * Writers set it under data_lock exclusive (fs.c pages_note()); the flush
- * callback takes a chunk's bits under data_lock shared (ufs_pages_take(),
- * an atomic exchange with 0), so a chunk whose bits were taken and is then
- * written again whole (after a failed write, a lost commit) is written
- * whole.
+ * The pages of partly written chunks, for a backend that writes back only
+ * a chunk's dirty pages (ufs_backend.page_writeback): chunk index -> two
+ * bitmaps of its 4 KiB pages. bits: the pages to write back, where 0, or
+ * no entry, means every valid page. valid: the pages whose data the chunk
+ * holds (no entry: all); a chunk created for a partial write holds only
+ * what was written (fs.c, "Partial writes"), the backend the rest.
+ * Writers set both under io_lock and data_lock exclusive (fs.c
+ * pages_note()); readers read valid under io_lock shared; the flush
+ * callback takes a chunk's pages under data_lock shared (ufs_pages_take(),
+ * an atomic exchange of bits with 0), so a chunk whose bits were taken and
+ * is then written again whole (after a failed write, a lost commit) is
+ * written whole: every valid page.
  */
 #define UFS_PAGE_BYTES ((uint64_t)4096)
 struct ufs_pmap {
 	uint64_t *key; /* chunk index + 1; 0: a free slot */
 	_Atomic uint32_t *bits;
+	uint32_t *valid;
 	size_t cap, used;
 };
 
@@ -173,8 +182,9 @@ struct ufs_inode {
  * with unlocked_writeback, once it completed a run's buffers). */
 void ufs_writeback_done(struct ufs_inode *ino);
 
-/* The dirty pages of chunk (index) of ino, taken: a bitmap of its pages,
- * 0 for the whole chunk. With ino's data_lock held (shared is enough). */
+/* The pages of chunk (index) of ino to write back, taken: a bitmap of its
+ * pages, 0 for the whole chunk. With ino's data_lock held (shared is
+ * enough). */
 uint32_t ufs_pages_take(struct ufs_inode *ino, uint64_t chunk);
 
 /* Gives the backing file the mtime of the cached writes (call after the
@@ -210,6 +220,7 @@ struct ufs {
 	us_backend *backend;
 	atomic_uint_fast64_t seq; /* the last write sequence number handed out */
 	atomic_uint_fast64_t dropped_behind; /* clean chunks dropped by writers (fs.c) */
+	atomic_uint_fast64_t fill_bytes;     /* read from the backend for partial writes */
 
 	pthread_mutex_t itable_lock;
 	pthread_cond_t itable_cond; /* an inode finished closing */
