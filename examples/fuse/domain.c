@@ -294,7 +294,7 @@ void ufs_stats_write(struct ufs *fs, FILE *f)
 			    *d->limit_path ? ufs_cgroup_limit(fs, d->limit_path) : 0);
 	pthread_mutex_unlock(&fs->dom_lock);
 	pthread_mutex_lock(&fs->itable_lock);
-	nclosed = fs->nclosed;
+	nclosed = fs->nclosed + fs->nreaping;
 	pthread_mutex_unlock(&fs->itable_lock);
 	/* closed_files: files closed and kept until their data is clean
 	 * (fs.c, "Closed files"); fill_bytes: read from the backend for

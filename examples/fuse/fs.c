@@ -107,6 +107,25 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
+/* Takes l exclusive; when another thread holds it, lets another thread
+ * read requests first (loop.c). */
+static void wrlock(pthread_rwlock_t *l)
+{
+	if (pthread_rwlock_trywrlock(l) != 0) {
+		ufs_loop_yield();
+		pthread_rwlock_wrlock(l);
+	}
+}
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000u),
+			       .tv_nsec = (long)(ns % 1000000000u) };
+
+	while (ns && clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
+}
+
 static void sleep_ms(unsigned ms)
 {
 	struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)ms * 1000000L };
@@ -470,6 +489,10 @@ static void inode_teardown_end(struct ufs *fs, struct ufs_inode *ino, int rc)
 {
 	pthread_mutex_lock(&fs->itable_lock);
 	ino->closing = false;
+	if (ino->reaping) {
+		ino->reaping = false;
+		fs->nreaping--;
+	}
 	if (rc == 0)
 		iremove(fs, ino);
 	else if (ino->opens == 0)
@@ -575,6 +598,10 @@ static void reap(struct ufs *fs)
 	while ((ino = fs->closed_head) && n < UFS_REAP_BATCH) {
 		closed_del(fs, ino);
 		ino->closing = true;
+		/* Still a closed file kept, for the statistics, until
+		 * inode_teardown_end() keeps or forgets it. */
+		ino->reaping = true;
+		fs->nreaping++;
 		batch[n++] = ino;
 	}
 	/* (One with an error no descriptor was told of is kept for the next
@@ -813,14 +840,19 @@ int ufs_engine_stop(struct ufs *fs)
 /* Data                                                                      */
 
 /* Fills a new chunk from the backing file (read-modify-write); past the
- * backing file's end the rest stays zero. */
+ * backing file's end, zeros. */
 static int chunk_fill(struct ufs *fs, struct ufs_inode *ino, us_buf *b)
 {
-	ssize_t r = fs->be->pread(fs, ino->file, us_buf_data(b), UFS_CHUNK_BYTES, us_buf_offset(b));
+	ssize_t r;
 
-	if (r > 0)
-		atomic_fetch_add(&fs->fill_bytes, (uint64_t)r);
-	return r < 0 ? (int)r : 0;
+	ufs_loop_yield();
+	r = fs->be->pread(fs, ino->file, us_buf_data(b), UFS_CHUNK_BYTES, us_buf_offset(b));
+
+	if (r < 0)
+		return (int)r;
+	atomic_fetch_add(&fs->fill_bytes, (uint64_t)r);
+	memset((char *)us_buf_data(b) + r, 0, UFS_CHUNK_BYTES - (uint64_t)r);
+	return 0;
 }
 
 /* The page map (ufuse.h struct ufs_pmap): open addressing. */
@@ -960,6 +992,7 @@ uint32_t ufs_pages_take(struct ufs_inode *ino, uint64_t chunk)
 /* Until chunk b of ino is no longer under write-back. */
 static void writeback_wait(struct ufs_inode *ino, us_buf *b)
 {
+	ufs_loop_yield();
 	pthread_mutex_lock(&ino->wb_mutex);
 	while (us_buf_state(b) == US_BUF_WRITEBACK)
 		pthread_cond_wait(&ino->wb_cond, &ino->wb_mutex);
@@ -1009,12 +1042,14 @@ static void pages_note(struct ufs_inode *ino, enum us_buf_state state, uint64_t 
 /*
  * Partial writes. A chunk created for a write of part of it holds valid
  * data in the pages that write covers and in the pages from the logical
- * size on (they read as zeros); its other pages stay invalid, zero in the
- * payload, and are never read from the backend for the write: a 4 KiB
- * write into an uncached chunk reads nothing. Reads of invalid pages go to
- * the backend (ufs_read()), which holds their data; write-back sends only
- * valid pages (ufs_pages_take()). Only a write that covers part of a page
- * that is not valid reads that page first (fill_edges()).
+ * size on (zeros); its other pages are not valid, and nothing is read from
+ * the backend for them: a 4 KiB write into an uncached chunk reads
+ * nothing, and its payload is not even zeroed (US_GET_UNINIT) but for the
+ * pages past the size. What a page that is not valid holds is never seen:
+ * reads of it go to the backend (ufs_read()), which holds its data;
+ * write-back sends only valid pages (ufs_pages_take()). Only a write that
+ * covers part of a page that is not valid reads that page first
+ * (fill_edges()).
  */
 
 /* The valid pages of a chunk at co created now: those at or past the
@@ -1029,6 +1064,28 @@ static uint32_t fresh_valid(const struct ufs_inode *ino, uint64_t co)
 		return 0;
 	zero_from = (ino->size - co + UFS_PAGE_BYTES - 1) / UFS_PAGE_BYTES;
 	return zero_from >= 32 ? 0 : UFS_ALL_PAGES << zero_from;
+}
+
+/* Zeroes the pages of fresh chunk b that are valid (past the size) and
+ * that the write of [off, off + n) does not cover whole. */
+static void zero_fresh(us_buf *b, uint32_t valid, uint64_t off, uint64_t n)
+{
+	uint64_t whole_from = (off + UFS_PAGE_BYTES - 1) / UFS_PAGE_BYTES;
+	uint64_t whole_to = (off + n) / UFS_PAGE_BYTES;
+	unsigned p = 0;
+
+	while (p < 32) {
+		unsigned q;
+
+		if (!(valid >> p & 1) || (p >= whole_from && p < whole_to)) {
+			p++;
+			continue;
+		}
+		for (q = p + 1; q < 32 && (valid >> q & 1) && !(q >= whole_from && q < whole_to); q++)
+			;
+		memset((char *)us_buf_data(b) + p * UFS_PAGE_BYTES, 0, (q - p) * UFS_PAGE_BYTES);
+		p = q;
+	}
 }
 
 /* Reads the pages that the write of [off, off + n) covers only in part and
@@ -1048,6 +1105,7 @@ static int fill_edges(struct ufs *fs, struct ufs_inode *ino, us_buf *b, uint32_t
 		if ((k == 1 && edge[1] == edge[0]) || (off <= ps && off + n >= ps + UFS_PAGE_BYTES) ||
 		    (valid >> edge[k] & 1))
 			continue;
+		ufs_loop_yield();
 		r = fs->be->pread(fs, ino->file, at, UFS_PAGE_BYTES, us_buf_offset(b) + ps);
 		if (r < 0)
 			return (int)r;
@@ -1093,7 +1151,10 @@ static int read_pages(struct ufs *fs, struct ufs_inode *ino, us_buf *b, uint32_t
 		if (v) {
 			memcpy(out, (char *)us_buf_data(b) + off, to - off);
 		} else {
-			ssize_t r = fs->be->pread(fs, ino->file, out, to - off, us_buf_offset(b) + off);
+			ssize_t r;
+
+			ufs_loop_yield();
+			r = fs->be->pread(fs, ino->file, out, to - off, us_buf_offset(b) + off);
 
 			if (r < 0)
 				return (int)r;
@@ -1165,24 +1226,33 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 	int rc = 0;
 
 	(void)path;
-	if (!ino)
+	if (!ino) {
+		ufs_loop_yield();
 		return (int)fs->be->pwrite(fs, h->file, buf, size, (uint64_t)off);
+	}
 	atomic_store(&h->wrote, true);
-	pthread_rwlock_wrlock(&ino->io_lock);
+	wrlock(&ino->io_lock);
 	while (done < size) {
 		uint64_t pos = (uint64_t)off + done, co = pos - pos % UFS_CHUNK_BYTES;
 		uint64_t n = min_u64(size - done, co + UFS_CHUNK_BYTES - pos);
 		uint32_t valid = UFS_ALL_PAGES;
 		enum us_buf_state state;
+		uint64_t pause;
+		unsigned flags;
 		bool fresh;
 		us_buf *b;
 
 		/* May wait for reclaim: writeback and commits of this domain.
 		 * A write of the whole chunk overwrites all of a new payload
 		 * before anyone can see it (io_lock keeps readers out, and the
-		 * buffer is clean until dirtied): no need to zero it. */
-		rc = us_buf_get(ino->obj, co, UFS_CHUNK_BYTES,
-				n == UFS_CHUNK_BYTES ? US_GET_UNINIT : 0, &b);
+		 * buffer is clean until dirtied): no need to zero it. Nor for a
+		 * part of it with a page map: see "Partial writes". */
+		flags = n == UFS_CHUNK_BYTES || fs->be->page_writeback ? US_GET_UNINIT : 0;
+		rc = us_buf_get(ino->obj, co, UFS_CHUNK_BYTES, flags | US_GET_NOWAIT, &b);
+		if (rc == -EAGAIN) {
+			ufs_loop_yield();
+			rc = us_buf_get(ino->obj, co, UFS_CHUNK_BYTES, flags, &b);
+		}
 		if (rc < 0)
 			break;
 		fresh = rc == 1;
@@ -1192,20 +1262,22 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 			drop_behind(fs, ino, co);
 		if (n < UFS_CHUNK_BYTES) {
 			/* Without a page map, a new chunk is read whole first. */
-			if (!fs->be->page_writeback)
+			if (!fs->be->page_writeback) {
 				rc = fresh ? chunk_fill(fs, ino, b) : 0;
-			else
-				rc = fill_edges(fs, ino, b,
-						valid = fresh ? fresh_valid(ino, co) :
-								pages_valid(ino, co / UFS_CHUNK_BYTES),
-						pos - co, n);
+			} else {
+				valid = fresh ? fresh_valid(ino, co) :
+						pages_valid(ino, co / UFS_CHUNK_BYTES);
+				if (fresh)
+					zero_fresh(b, valid, pos - co, n);
+				rc = fill_edges(fs, ino, b, valid, pos - co, n);
+			}
 			if (rc < 0) {
 				if (!fresh || us_buf_drop(b) != 0)
 					us_buf_put(b);
 				break;
 			}
 		}
-		pthread_rwlock_wrlock(&ino->data_lock);
+		wrlock(&ino->data_lock);
 		if (fresh && fs->be->page_writeback &&
 		    (rc = pages_fresh(fs, ino, b, co / UFS_CHUNK_BYTES, valid)) < 0) {
 			pthread_rwlock_unlock(&ino->data_lock);
@@ -1229,11 +1301,19 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 			ino->size = pos + n;
 		ino->mtime = write_time(ino);
 		pthread_rwlock_unlock(&ino->data_lock);
-		/* Throttles this writer: pauses, or waits at the dirty limit. */
-		rc = us_buf_dirty(b, NULL);
+		/* Throttles this writer: pauses, or waits at the dirty limit
+		 * (the blocking form of us_buf_dirty(), in two steps, so that
+		 * another thread reads requests meanwhile). */
+		rc = us_buf_dirty(b, &pause);
 		us_buf_put(b);
 		if (rc < 0)
 			break;
+		if (pause || rc == US_DIRTY_OVER_LIMIT) {
+			ufs_loop_yield();
+			sleep_ns(pause);
+			if (rc == US_DIRTY_OVER_LIMIT && (rc = us_object_balance_wait(ino->obj)) < 0)
+				break;
+		}
 		done += n;
 	}
 	pthread_rwlock_unlock(&ino->io_lock);
@@ -1249,10 +1329,15 @@ static int ufs_read(const char *path, char *buf, size_t size, off_t off, struct 
 	int rc = 0;
 
 	(void)path;
-	if (!ino)
+	if (!ino) {
+		ufs_loop_yield();
 		return (int)fs->be->pread(fs, h->file, buf, size, (uint64_t)off);
+	}
 	/* Shared with other readers; writers and truncate wait. */
-	pthread_rwlock_rdlock(&ino->io_lock);
+	if (pthread_rwlock_tryrdlock(&ino->io_lock) != 0) {
+		ufs_loop_yield();
+		pthread_rwlock_rdlock(&ino->io_lock);
+	}
 	end = min_u64((uint64_t)off + size, ino->size);
 	for (pos = (uint64_t)off; pos < end;) {
 		uint64_t co = pos - pos % UFS_CHUNK_BYTES;
@@ -1276,7 +1361,10 @@ static int ufs_read(const char *path, char *buf, size_t size, off_t off, struct 
 			/* Not cached: the backing file has its latest data, up to
 			 * its end; past it (a tail not yet written back, a
 			 * hole) the file reads as zeros. */
-			ssize_t r = fs->be->pread(fs, ino->file, out, n, pos);
+			ssize_t r;
+
+			ufs_loop_yield();
+			r = fs->be->pread(fs, ino->file, out, n, pos);
 
 			if (r < 0) {
 				rc = (int)r;

@@ -423,7 +423,6 @@ int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_cmdline_opts copts = { 0 };
-	struct fuse_loop_config *cfg;
 	static struct ufs fs;
 	struct rlimit rl;
 	struct fuse *fuse;
@@ -540,15 +539,12 @@ int main(int argc, char **argv)
 	if (copts.singlethread) {
 		ret = fuse_loop(fuse);
 	} else {
-		cfg = fuse_loop_cfg_create();
-		fuse_loop_cfg_set_clone_fd(cfg, (unsigned)copts.clone_fd);
-		if (copts.max_idle_threads != UINT_MAX)
-			fuse_loop_cfg_set_idle_threads(cfg, copts.max_idle_threads);
-		fuse_loop_cfg_set_max_threads(cfg, copts.max_threads > UFS_DEFAULT_THREADS ?
-							   copts.max_threads :
-							   UFS_DEFAULT_THREADS);
-		ret = fuse_loop_mt(fuse, cfg);
-		fuse_loop_cfg_destroy(cfg);
+		/* Our loop (loop.c): one reader serves what does not wait. */
+		ret = ufs_loop_run(fuse_get_session(fuse), copts.max_threads > UFS_DEFAULT_THREADS ?
+								   copts.max_threads :
+								   UFS_DEFAULT_THREADS) ?
+			      1 :
+			      0;
 	}
 	/* A loop ended by SIGTERM, SIGINT or SIGHUP returns the signal: a
 	 * clean end, as an unmount. The status is then that of the final

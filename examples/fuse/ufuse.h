@@ -151,6 +151,7 @@ struct ufs_inode {
 	 * fs->closed_head's list, oldest first, while opens is 0. Under
 	 * itable_lock. */
 	bool lingering;
+	bool reaping; /* taken off that list by the reaper to be forgotten */
 	struct ufs_inode *cnext, *cprev;
 	/* The backing file's times and size when it was last closed: a file
 	 * found changed since (another NFS client wrote it) is forgotten and
@@ -231,6 +232,7 @@ struct ufs {
 	 * itable_lock. */
 	struct ufs_inode *closed_head, *closed_tail;
 	unsigned nclosed, closed_soft, closed_hard;
+	unsigned nreaping; /* closed files the reaper is looking at */
 	pthread_t reaper;
 	bool reaper_on, reaper_stop;
 	pthread_cond_t reaper_cond;
@@ -248,6 +250,14 @@ struct ufs {
 const struct fuse_operations *ufs_operations(void);
 int ufs_engine_start(struct ufs *fs);
 int ufs_engine_stop(struct ufs *fs);
+
+/* loop.c: serves the session's requests with up to max_threads threads
+ * until it ends (unmount, a signal): 0, or a negative errno. */
+struct fuse_session;
+int ufs_loop_run(struct fuse_session *se, unsigned max_threads);
+/* Before anything that may wait, in a request: another thread reads the
+ * next requests meanwhile. */
+void ufs_loop_yield(void);
 
 /* domain.c */
 void ufs_domain_ratios(struct ufs *fs, us_domain *d);
