@@ -47,6 +47,10 @@ struct ufs_backend {
 	 * copies into it (fs.c writeback_wait()), and the flush calls
 	 * ufs_writeback_done() once its buffers are completed. */
 	bool unlocked_writeback;
+	/* Its namespace calls are system calls on a local filesystem, which
+	 * do not wait long: the request loop serves them without handing the
+	 * reading of requests to another thread first (loop.c). */
+	bool quick_names;
 
 	/* Opens the backend (target: the directory or the URL) before the
 	 * mount; on failure prints a message naming the problem and returns a

@@ -640,6 +640,7 @@ const struct ufs_backend ufs_backend_dir = {
 	.name = "dir",
 	.page_writeback = true,
 	.unlocked_writeback = true,
+	.quick_names = true,
 	.attach = dir_attach,
 	.start = dir_start,
 	.detach = dir_detach,

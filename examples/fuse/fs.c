@@ -128,6 +128,7 @@ static void sleep_ns(uint64_t ns)
 
 static void sleep_ms(unsigned ms)
 {
+	ufs_loop_yield();
 	struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)ms * 1000000L };
 
 	nanosleep(&ts, NULL);
@@ -281,8 +282,10 @@ static struct ufs_inode *iget(struct ufs *fs, dev_t dev, ino_t ino, const struct
 	struct ufs_inode *i;
 
 	*stale = false;
-	while ((i = ifind(fs, dev, ino)) && i->closing)
+	while ((i = ifind(fs, dev, ino)) && i->closing) {
+		ufs_loop_yield();
 		pthread_cond_wait(&fs->itable_cond, &fs->itable_lock);
+	}
 	if (i) {
 		*stale = st && i->lingering &&
 			 (!ts_eq(st->st_mtim, i->closed_mtim) || !ts_eq(st->st_ctim, i->closed_ctim) ||
@@ -544,6 +547,8 @@ static void inode_release(struct ufs *fs, struct ufs_inode *ino, bool may_keep)
 	ino->closing = true;
 	keep = may_keep && !fs->opt.close_sync && fs->reaper_on && fs->nclosed < fs->closed_hard;
 	pthread_mutex_unlock(&fs->itable_lock);
+	if (!keep)
+		ufs_loop_yield(); /* a sync follows */
 
 	gone = inode_gone_st(fs, ino, &st);
 	if (keep && !gone) {
@@ -706,6 +711,7 @@ static int inode_sync(struct ufs_handle *h, struct ufs_inode *ino)
 	uint64_t since;
 	int rc;
 
+	ufs_loop_yield();
 	if (h) {
 		pthread_mutex_lock(&h->lock);
 		rc = us_object_sync(ino->obj, &h->since);
@@ -736,6 +742,8 @@ static int inode_writeback(struct ufs_handle *h, struct ufs_inode *ino)
 {
 	uint64_t *offs = NULL, off = 0;
 	size_t n = 0, cap = 0, i, k;
+
+	ufs_loop_yield();
 	int err = 0, rc = 0;
 	us_buf *b;
 

@@ -1,9 +1,10 @@
 /*
  * unstable-fuse: the request loop. One thread at a time reads requests from
- * the kernel (the reader) and, for a read or a small write, serves it
- * itself and reads the next; it hands the reading over to another thread
- * before anything that may wait (ufs_loop_yield(): a lock held by another
- * thread, the engine's reclaim or pause, the backend's I/O) and before
+ * the kernel (the reader) and, for a read, a small write, or (with the
+ * directory backend) a lookup or a create, serves it itself and reads the
+ * next; it hands the reading over to another thread before anything that
+ * may wait (ufs_loop_yield(): a lock held by another thread, the engine's
+ * reclaim or pause, the backend's I/O, a file being closed) and before
  * every other request.
  *
  * Why not libfuse's multi-threaded loop: there every idle thread waits in
@@ -38,9 +39,30 @@
 #include <time.h>
 
 /* The opcodes and layout of the kernel's requests (linux/fuse.h). */
-#define UFS_FUSE_READ  15
-#define UFS_FUSE_WRITE 16
-#define UFS_IN_HEADER  40 /* struct fuse_in_header */
+enum {
+	UFS_FUSE_LOOKUP = 1,
+	UFS_FUSE_FORGET = 2,
+	UFS_FUSE_GETATTR = 3,
+	UFS_FUSE_READLINK = 5,
+	UFS_FUSE_SYMLINK = 6,
+	UFS_FUSE_MKNOD = 8,
+	UFS_FUSE_MKDIR = 9,
+	UFS_FUSE_LINK = 13,
+	UFS_FUSE_OPEN = 14,
+	UFS_FUSE_READ = 15,
+	UFS_FUSE_WRITE = 16,
+	UFS_FUSE_STATFS = 17,
+	UFS_FUSE_GETXATTR = 22,
+	UFS_FUSE_LISTXATTR = 23,
+	UFS_FUSE_OPENDIR = 27,
+	UFS_FUSE_READDIR = 28,
+	UFS_FUSE_RELEASEDIR = 29,
+	UFS_FUSE_ACCESS = 34,
+	UFS_FUSE_CREATE = 35,
+	UFS_FUSE_BATCH_FORGET = 42,
+	UFS_FUSE_READDIRPLUS = 44,
+};
+#define UFS_IN_HEADER 40 /* struct fuse_in_header */
 /* A write larger than this is handed over before it is served: copying it
  * takes longer than waking another thread, and writers then copy at once. */
 #define UFS_LOOP_INLINE_WRITE ((uint32_t)64 << 10)
@@ -56,6 +78,7 @@ struct ufs_loop {
 	int err;
 	unsigned idle; /* threads waiting to read */
 	unsigned threads, max_threads;
+	bool quick_names; /* the backend's namespace calls do not wait long */
 };
 
 static struct ufs_loop *the_loop;
@@ -98,21 +121,53 @@ void ufs_loop_yield(void)
 	pthread_mutex_unlock(&l->lock);
 }
 
-/* Whether the request in buf is served by the reader itself. */
-static bool inline_request(const struct fuse_buf *buf)
+/*
+ * Whether the request in buf is served by the reader itself: a read, a
+ * small write; with a backend whose namespace calls are system calls on a
+ * local filesystem, the calls that look up or make names and read
+ * attributes (not those that may wait for write-back or commits in fs.c:
+ * flush, release, fsync, setattr, unlink, rename; fs.c yields where the
+ * others may wait for a file being closed).
+ */
+static bool inline_request(const struct ufs_loop *l, const struct fuse_buf *buf)
 {
 	uint32_t opcode, size;
 
-	if ((buf->flags & FUSE_BUF_IS_FD) || buf->size < UFS_IN_HEADER + 24)
+	if ((buf->flags & FUSE_BUF_IS_FD) || buf->size < UFS_IN_HEADER)
 		return false;
 	memcpy(&opcode, (const char *)buf->mem + 4, sizeof(opcode));
-	if (opcode == UFS_FUSE_READ)
+	switch (opcode) {
+	case UFS_FUSE_READ:
 		return true;
-	if (opcode != UFS_FUSE_WRITE)
+	case UFS_FUSE_WRITE:
+		if (buf->size < UFS_IN_HEADER + 24)
+			return false;
+		/* struct fuse_write_in: fh, offset, then size. */
+		memcpy(&size, (const char *)buf->mem + UFS_IN_HEADER + 16, sizeof(size));
+		return size <= UFS_LOOP_INLINE_WRITE;
+	case UFS_FUSE_LOOKUP:
+	case UFS_FUSE_FORGET:
+	case UFS_FUSE_GETATTR:
+	case UFS_FUSE_READLINK:
+	case UFS_FUSE_SYMLINK:
+	case UFS_FUSE_MKNOD:
+	case UFS_FUSE_MKDIR:
+	case UFS_FUSE_LINK:
+	case UFS_FUSE_OPEN:
+	case UFS_FUSE_STATFS:
+	case UFS_FUSE_GETXATTR:
+	case UFS_FUSE_LISTXATTR:
+	case UFS_FUSE_OPENDIR:
+	case UFS_FUSE_READDIR:
+	case UFS_FUSE_RELEASEDIR:
+	case UFS_FUSE_ACCESS:
+	case UFS_FUSE_CREATE:
+	case UFS_FUSE_BATCH_FORGET:
+	case UFS_FUSE_READDIRPLUS:
+		return l->quick_names;
+	default:
 		return false;
-	/* struct fuse_write_in: fh, offset, then size. */
-	memcpy(&size, (const char *)buf->mem + UFS_IN_HEADER + 16, sizeof(size));
-	return size <= UFS_LOOP_INLINE_WRITE;
+	}
 }
 
 /* Under lock: the loop is over (err: 0, or why). */
@@ -180,7 +235,7 @@ static void *worker(void *arg)
 				end(l, rc < 0 && rc != -ENODEV ? rc : 0);
 				goto out;
 			}
-			if (!inline_request(&w.buf))
+			if (!inline_request(l, &w.buf))
 				ufs_loop_yield();
 			fuse_session_process_buf(l->se, &w.buf);
 		}
@@ -194,9 +249,11 @@ out:
 	return NULL;
 }
 
-int ufs_loop_run(struct fuse_session *se, unsigned max_threads)
+int ufs_loop_run(struct fuse_session *se, unsigned max_threads, bool quick_names)
 {
-	struct ufs_loop l = { .se = se, .max_threads = max_threads ? max_threads : 1 };
+	struct ufs_loop l = { .se = se,
+			      .max_threads = max_threads ? max_threads : 1,
+			      .quick_names = quick_names };
 	int err;
 
 	pthread_mutex_init(&l.lock, NULL);

@@ -540,9 +540,10 @@ int main(int argc, char **argv)
 		ret = fuse_loop(fuse);
 	} else {
 		/* Our loop (loop.c): one reader serves what does not wait. */
-		ret = ufs_loop_run(fuse_get_session(fuse), copts.max_threads > UFS_DEFAULT_THREADS ?
-								   copts.max_threads :
-								   UFS_DEFAULT_THREADS) ?
+		ret = ufs_loop_run(fuse_get_session(fuse),
+				   copts.max_threads > UFS_DEFAULT_THREADS ? copts.max_threads :
+									     UFS_DEFAULT_THREADS,
+				   fs.be->quick_names) ?
 			      1 :
 			      0;
 	}

@@ -252,9 +252,10 @@ int ufs_engine_start(struct ufs *fs);
 int ufs_engine_stop(struct ufs *fs);
 
 /* loop.c: serves the session's requests with up to max_threads threads
- * until it ends (unmount, a signal): 0, or a negative errno. */
+ * until it ends (unmount, a signal): 0, or a negative errno. quick_names:
+ * the backend's namespace calls are served by the reader itself. */
 struct fuse_session;
-int ufs_loop_run(struct fuse_session *se, unsigned max_threads);
+int ufs_loop_run(struct fuse_session *se, unsigned max_threads, bool quick_names);
 /* Before anything that may wait, in a request: another thread reads the
  * next requests meanwhile. */
 void ufs_loop_yield(void);
