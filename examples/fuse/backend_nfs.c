@@ -68,6 +68,7 @@
 #define _GNU_SOURCE
 
 #include "backend.h"
+#include "rpc_reply.h"
 #include "ufuse.h"
 
 #include <errno.h>
@@ -118,7 +119,7 @@ struct lnfs_fh {
 #define NB_FILE_RPCS 8
 #define WC_TIMEOUT_MS 10000 /* no reply for this long: the write connection is dropped */
 #define WC_HDR_MAX 512	    /* a WRITE3 call's bytes before its data */
-#define WC_RBUF 65536	    /* the largest reply record on the write connection */
+#define WC_RBUF (UFS_RPC_RECORD_MAX + 4) /* received bytes: a whole fragment fits */
 
 struct ufs_bfile {
 	char *path;	    /* absolute in the export, as opened */
@@ -209,6 +210,7 @@ struct nb {
 	/* only the service thread */
 	uint8_t *rbuf;
 	size_t rlen;
+	struct ufs_rpc_record *rec; /* a reply record's fragments (rpc_reply.h) */
 	struct timespec wnext_try;
 	unsigned wbackoff_ms;
 	char verf[NFS3_WRITEVERFSIZE];
@@ -412,7 +414,7 @@ static int nfs_attach(struct ufs *fs, const char *target)
 	 * server's NFS port. */
 	nb->waddrlen = sizeof(nb->waddr);
 	if (getpeername(rpc_get_fd(nb->rpc), (struct sockaddr *)&nb->waddr, &nb->waddrlen) != 0 ||
-	    !(nb->rbuf = malloc(WC_RBUF))) {
+	    !(nb->rbuf = malloc(WC_RBUF)) || !(nb->rec = calloc(1, sizeof(*nb->rec)))) {
 		fprintf(stderr, "unstable-fuse: %s: no address for the write connection: %s\n",
 			target, strerror(errno));
 		goto fail;
@@ -434,6 +436,7 @@ fail:
 	if (nb->wfd >= 0)
 		close(nb->wfd);
 	free(nb->rbuf);
+	free(nb->rec);
 	if (nb->ns)
 		nfs_destroy_context(nb->ns);
 	if (nb->data)
@@ -913,6 +916,7 @@ static void wc_down(struct nb *nb, const char *why)
 	close(fd);
 	pthread_mutex_unlock(&nb->send_lock);
 	nb->rlen = 0;
+	nb->rec->len = 0;
 	nb->wbackoff_ms = 50;
 	clock_gettime(CLOCK_MONOTONIC, &nb->wnext_try);
 }
@@ -948,99 +952,56 @@ static void wc_try_up(struct nb *nb)
 	atomic_fetch_add(&nb->wreconnects, 1);
 }
 
-/* A cursor over a reply: every get fails (ok false) past the end. */
-struct rd {
-	const uint8_t *p;
-	size_t left;
-	bool ok;
-};
-
-static uint32_t get32(struct rd *d)
+/* Under lock: a reply record on the write connection; nonzero when it
+ * does not parse (the connection is then dropped). */
+static int wc_reply(void *ctx, const uint8_t *p, size_t len)
 {
-	uint32_t v;
-
-	if (d->left < 4) {
-		d->ok = false;
-		return 0;
-	}
-	v = (uint32_t)d->p[0] << 24 | (uint32_t)d->p[1] << 16 | (uint32_t)d->p[2] << 8 | d->p[3];
-	d->p += 4;
-	d->left -= 4;
-	return v;
-}
-
-static void skip(struct rd *d, size_t n)
-{
-	n = (n + 3) & ~(size_t)3;
-	if (d->left < n) {
-		d->ok = false;
-		return;
-	}
-	d->p += n;
-	d->left -= n;
-}
-
-/* Service thread, under lock: one reply record. false: it does not parse
- * (the connection is dropped). */
-static bool wc_reply(struct nb *nb, const uint8_t *p, size_t len)
-{
-	struct rd d = { .p = p, .left = len, .ok = true };
-	uint32_t xid = get32(&d), st;
+	struct nb *nb = ctx;
+	struct ufs_write_reply w;
+	int rc = ufs_rpc_write_reply(p, len, &w);
 	struct req *r, **pp;
 
-	if (get32(&d) != 1 /* REPLY */ || !d.ok)
-		return false;
+	if (rc == -EBADMSG)
+		return -1;
 	for (pp = &nb->wq; (r = *pp); pp = &r->wnext)
-		if (r->xid == xid)
+		if (r->xid == w.xid)
 			break;
 	if (!r)
-		return true; /* a reply to a call already failed: a late one */
+		return rc; /* a reply to a call already failed (a late one), or a duplicate */
 	*pp = r->wnext;
 	if (!*pp)
 		nb->wq_tail = pp;
 	nb->inflight--; /* r->file's count: once completed (req_complete) */
 	r->file->wslots--;
-	if (get32(&d) != 0) { /* MSG_DENIED: the credential is refused */
-		r->status = -EACCES;
+	if (rc) {
+		r->status = -ENOTCONN; /* written again once reconnected */
+	} else if (w.denied) {
+		r->status = -EACCES; /* the credential is refused */
+	} else if (w.accept_stat) {
+		r->status = w.accept_stat == 5 /* SYSTEM_ERR */ ? -EIO : -EPROTO;
 	} else {
-		get32(&d); /* the verifier's flavor */
-		skip(&d, get32(&d));
-		st = get32(&d); /* accept_stat */
-		if (st != 0) {
-			r->status = st == 5 /* SYSTEM_ERR */ ? -EIO : -EPROTO;
-		} else {
-			st = get32(&d); /* nfsstat3 */
-			if (get32(&d)) /* wcc_data: pre_op_attr */
-				skip(&d, 24);
-			if (get32(&d)) /* post_op_attr */
-				skip(&d, 84);
-			r->status = reply_status(RPC_STATUS_SUCCESS, (int)st);
-			if (st == NFS3_OK) {
-				r->got = get32(&d);
-				r->committed = (stable_how)get32(&d);
-				if (d.left >= NFS3_WRITEVERFSIZE)
-					memcpy(r->verf, d.p, NFS3_WRITEVERFSIZE);
-				else
-					d.ok = false;
-				if (r->got < r->count)
-					r->status = -EAGAIN; /* a short write: all of it again */
-			}
+		r->status = reply_status(RPC_STATUS_SUCCESS, (int)w.nfsstat);
+		if (w.nfsstat == NFS3_OK) {
+			r->got = w.count;
+			r->committed = (stable_how)w.committed;
+			memcpy(r->verf, w.verf, NFS3_WRITEVERFSIZE);
+			if (r->got < r->count)
+				r->status = -EAGAIN; /* a short write: all of it again */
+			else if (r->got > r->count)
+				r->status = -ENOTCONN, rc = -1; /* more than was sent: not ours */
 		}
 	}
-	if (!d.ok)
-		r->status = -ENOTCONN;
 	req_finish(nb, r);
-	return d.ok;
+	return rc;
 }
 
-/* Service thread, no lock: reads what the write connection has and
- * handles every whole reply record. */
+/* Service thread: reads what came on the write connection and completes
+ * the calls it answers. */
 static void wc_receive(struct nb *nb)
 {
 	for (;;) {
 		ssize_t got = recv(nb->wfd, nb->rbuf + nb->rlen, WC_RBUF - nb->rlen, MSG_DONTWAIT);
-		size_t at = 0;
-		bool bad = false;
+		ssize_t used;
 
 		if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
 			wc_down(nb, got == 0 ? "closed by the server" : strerror(errno));
@@ -1050,32 +1011,14 @@ static void wc_receive(struct nb *nb)
 			return;
 		nb->rlen += (size_t)got;
 		pthread_mutex_lock(&nb->lock);
-		while (nb->rlen - at >= 4) {
-			const uint8_t *m = nb->rbuf + at;
-			uint32_t mark = (uint32_t)m[0] << 24 | (uint32_t)m[1] << 16 |
-					(uint32_t)m[2] << 8 | m[3];
-			size_t n = mark & 0x7fffffffu;
-
-			/* A reply is one fragment, small. */
-			if (!(mark & 0x80000000u) || n + 4 > WC_RBUF) {
-				bad = true;
-				break;
-			}
-			if (nb->rlen - at < n + 4)
-				break;
-			if (!wc_reply(nb, m + 4, n)) {
-				bad = true;
-				break;
-			}
-			at += n + 4;
-		}
+		used = ufs_rpc_records(nb->rec, nb->rbuf, nb->rlen, wc_reply, nb);
 		pthread_mutex_unlock(&nb->lock);
-		if (bad) {
+		if (used < 0) {
 			wc_down(nb, "a reply that does not parse");
 			return;
 		}
-		memmove(nb->rbuf, nb->rbuf + at, nb->rlen - at);
-		nb->rlen -= at;
+		memmove(nb->rbuf, nb->rbuf + used, nb->rlen - (size_t)used);
+		nb->rlen -= (size_t)used;
 	}
 }
 
@@ -1368,6 +1311,7 @@ static void nfs_detach(struct ufs *fs)
 		free(r);
 	}
 	free(nb->rbuf);
+	free(nb->rec);
 	while (nb->done) {
 		struct req *r = nb->done;
 
