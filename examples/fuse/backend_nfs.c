@@ -73,6 +73,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -181,6 +182,10 @@ struct nb {
 
 	pthread_mutex_t ns_lock;
 	struct nfs_context *ns;
+	/* The attribute cache (below): its slots, generation, lifetime. */
+	pthread_mutex_t ac_lock;
+	struct ac_ent *ac;
+	uint64_t ac_gen, ac_ttl_ns;
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* a slot, a reply, the connection back */
@@ -219,7 +224,7 @@ struct nb {
 	/* statistics (atomic: the stats thread reads them) */
 	atomic_uint_fast64_t writes, write_bytes, stable_replies, commits, verf_changes, lost_bufs,
 		reconnects, write_errors, commit_errors, reads, outage_ms, outage_last_ms,
-		wreconnects, peak_file_rpcs, page_writes;
+		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses;
 	struct timespec down_since;
 };
 
@@ -252,6 +257,148 @@ static char *abs_path(const char *rel)
 	if (asprintf(&p, "/%s", rel) < 0)
 		return NULL;
 	return p;
+}
+
+/*
+ * The attribute cache. With the kernel asking for every attribute
+ * (attr_timeout 0, fs.c) and libnfs walking each path from the export's
+ * root, a stat through NFS is a round trip per path component: a copy of
+ * 792 files and directories (cp -a /usr/include/linux) made 8,472 path
+ * stats, 11 per file, most of them of a name looked at a moment before. So
+ * an lstat or stat by path is answered from here for up to --attr-cache
+ * (default 1 s, like the Linux NFS client's attribute cache, whose shortest
+ * is 3 s), and a name found missing too. What this client changes it
+ * forgets at once: a name and its parent after a call that makes, removes
+ * or changes it, everything after a rename, link or unlink (other names of
+ * the same file), a file's name when a write of its data is answered. A
+ * change made by another client shows after the lifetime at most, as with
+ * NFS's own attribute cache. An answer that raced a change (the cache's
+ * generation moved while it was asked) is not kept.
+ */
+#define AC_SLOTS 4096
+
+struct ac_ent {
+	char *path; /* NULL: free */
+	bool follow;
+	int rc; /* 0, or -ENOENT */
+	struct stat st;
+	uint64_t until_ns;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static size_t ac_slot(const char *path, bool follow)
+{
+	uint64_t h = 1469598103934665603ull ^ follow;
+
+	for (; *path; path++)
+		h = (h ^ (uint8_t)*path) * 1099511628211ull;
+	return (size_t)(h % AC_SLOTS);
+}
+
+/* A cached answer for path: true with *rc (and *st); false with the
+ * generation to give ac_put(). */
+static bool ac_get(struct nb *nb, const char *path, bool follow, struct stat *st, int *rc,
+		   uint64_t *gen)
+{
+	struct ac_ent *e;
+	bool hit = false;
+
+	*gen = 0;
+	if (!nb->ac)
+		return false;
+	pthread_mutex_lock(&nb->ac_lock);
+	e = &nb->ac[ac_slot(path, follow)];
+	if (e->path && e->follow == follow && strcmp(e->path, path) == 0 &&
+	    mono_ns() < e->until_ns) {
+		*rc = e->rc;
+		*st = e->st;
+		hit = true;
+	}
+	*gen = nb->ac_gen;
+	pthread_mutex_unlock(&nb->ac_lock);
+	atomic_fetch_add(hit ? &nb->ac_hits : &nb->ac_misses, 1);
+	return hit;
+}
+
+static void ac_put(struct nb *nb, const char *path, bool follow, int rc, const struct stat *st,
+		   uint64_t gen)
+{
+	struct ac_ent *e;
+	char *copy;
+
+	if (!nb->ac || (rc != 0 && rc != -ENOENT) || !(copy = strdup(path)))
+		return;
+	pthread_mutex_lock(&nb->ac_lock);
+	if (gen == nb->ac_gen) {
+		e = &nb->ac[ac_slot(path, follow)];
+		free(e->path);
+		e->path = copy;
+		copy = NULL;
+		e->follow = follow;
+		e->rc = rc;
+		if (rc == 0)
+			e->st = *st;
+		e->until_ns = mono_ns() + nb->ac_ttl_ns;
+	}
+	pthread_mutex_unlock(&nb->ac_lock);
+	free(copy);
+}
+
+/* Under ac_lock: forgets path's answers. */
+static void ac_drop(struct nb *nb, const char *path)
+{
+	for (int follow = 0; follow < 2; follow++) {
+		struct ac_ent *e = &nb->ac[ac_slot(path, follow)];
+
+		if (e->path && strcmp(e->path, path) == 0) {
+			free(e->path);
+			e->path = NULL;
+		}
+	}
+}
+
+/* Forgets what is cached of path and of its parent directory. */
+static void ac_forget(struct nb *nb, const char *path)
+{
+	const char *slash;
+
+	if (!nb->ac)
+		return;
+	pthread_mutex_lock(&nb->ac_lock);
+	nb->ac_gen++;
+	ac_drop(nb, path);
+	if ((slash = strrchr(path, '/'))) {
+		char parent[PATH_MAX];
+		size_t n = slash == path ? 1 : (size_t)(slash - path);
+
+		if (n < sizeof(parent)) {
+			memcpy(parent, path, n);
+			parent[n] = '\0';
+			ac_drop(nb, parent);
+		}
+	}
+	pthread_mutex_unlock(&nb->ac_lock);
+}
+
+/* Forgets everything. */
+static void ac_clear(struct nb *nb)
+{
+	if (!nb->ac)
+		return;
+	pthread_mutex_lock(&nb->ac_lock);
+	nb->ac_gen++;
+	for (size_t i = 0; i < AC_SLOTS; i++) {
+		free(nb->ac[i].path);
+		nb->ac[i].path = NULL;
+	}
+	pthread_mutex_unlock(&nb->ac_lock);
 }
 
 static void st_from(struct stat *st, const struct nfs_stat_64 *s)
@@ -387,6 +534,14 @@ static int nfs_attach(struct ufs *fs, const char *target)
 	nb->fs = fs;
 	nb->wake[0] = nb->wake[1] = -1;
 	pthread_mutex_init(&nb->ns_lock, NULL);
+	pthread_mutex_init(&nb->ac_lock, NULL);
+	nb->ac_ttl_ns = fs->opt.attr_cache_ns;
+	if (nb->ac_ttl_ns && !(nb->ac = calloc(AC_SLOTS, sizeof(*nb->ac)))) {
+		free(nb->url);
+		free(nb);
+		fprintf(stderr, "unstable-fuse: out of memory\n");
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&nb->lock, NULL);
 	pthread_mutex_init(&nb->send_lock, NULL);
 	pthread_cond_init(&nb->cond, NULL);
@@ -717,6 +872,8 @@ static void req_complete(struct nb *nb, struct req *r)
 			if (!r->part)
 				seq = atomic_fetch_add(&nb->fs->seq, 1) + 1;
 		}
+		/* The server's times and size of the file moved. */
+		ac_forget(nb, r->file->path);
 		if (r->part)
 			part_end(nb, r->bufs[0], r->part, res, r->status);
 		for (i = 0; !r->part && i < r->nbufs; i++)
@@ -1328,6 +1485,8 @@ static void nfs_detach(struct ufs *fs)
 		nfs_umount(nb->ns);
 		nfs_destroy_context(nb->ns);
 	}
+	ac_clear(nb);
+	free(nb->ac);
 	close(nb->wake[0]);
 	close(nb->wake[1]);
 	free(nb->server);
@@ -1365,7 +1524,9 @@ static void nfs_stats(struct ufs *fs, FILE *f)
 		"nfs_write_connects %llu\n"
 		"nfs_outage_ms %llu\n"
 		"nfs_last_outage_ms %llu\n"
-		"nfs_reads %llu\n\n",
+		"nfs_reads %llu\n"
+		"nfs_attr_cache_hits %llu\n"
+		"nfs_attr_cache_misses %llu\n\n",
 		nb->url, up, nb->cap, (unsigned long long)nb->wsize,
 		(unsigned long long)atomic_load(&nb->peak_file_rpcs),
 		(unsigned long long)atomic_load(&nb->writes),
@@ -1381,7 +1542,9 @@ static void nfs_stats(struct ufs *fs, FILE *f)
 		(unsigned long long)atomic_load(&nb->wreconnects),
 		(unsigned long long)atomic_load(&nb->outage_ms),
 		(unsigned long long)atomic_load(&nb->outage_last_ms),
-		(unsigned long long)atomic_load(&nb->reads));
+		(unsigned long long)atomic_load(&nb->reads),
+		(unsigned long long)atomic_load(&nb->ac_hits),
+		(unsigned long long)atomic_load(&nb->ac_misses));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1647,11 +1810,13 @@ static int open_path(struct nb *nb, struct ufs_bfile *f, int flags, mode_t mode)
 	int rc;
 
 	pthread_mutex_lock(&nb->ns_lock);
-	if (flags & O_CREAT)
+	if (flags & O_CREAT) {
 		rc = nfs_create(nb->ns, f->path, flags & (O_ACCMODE | O_EXCL | O_CREAT),
 				(int)(mode & 07777), &f->nfh);
-	else
+		ac_forget(nb, f->path);
+	} else {
 		rc = nfs_open(nb->ns, f->path, flags & O_ACCMODE, &f->nfh);
+	}
 	pthread_mutex_unlock(&nb->ns_lock);
 	if (rc == 0)
 		bfile_fh(f);
@@ -1779,6 +1944,7 @@ static ssize_t nfs_pwrite_file(struct ufs *fs, struct ufs_bfile *f, const void *
 			atomic_fetch_add(&nb->stable_replies, 1);
 		done += r.count;
 	}
+	ac_forget(nb, f->path);
 	return (ssize_t)done;
 }
 
@@ -1798,6 +1964,7 @@ static int nfs_ftruncate_file(struct ufs *fs, struct ufs_bfile *f, uint64_t size
 		rc = nfs_ftruncate(nb->ns, f->nfh, size);
 	else
 		rc = nfs_truncate(nb->ns, f->path, size);
+	ac_forget(nb, f->path);
 	NS_END();
 }
 
@@ -1808,6 +1975,7 @@ static int nfs_fchmod_file(struct ufs *fs, struct ufs_bfile *f, mode_t mode)
 		rc = nfs_fchmod(nb->ns, f->nfh, (int)(mode & 07777));
 	else
 		rc = nfs_chmod(nb->ns, f->path, (int)(mode & 07777));
+	ac_forget(nb, f->path);
 	NS_END();
 }
 
@@ -1818,6 +1986,7 @@ static int nfs_fchown_file(struct ufs *fs, struct ufs_bfile *f, uid_t uid, gid_t
 		rc = nfs_fchown(nb->ns, f->nfh, (int)uid, (int)gid);
 	else
 		rc = nfs_lchown(nb->ns, f->path, (int)uid, (int)gid);
+	ac_forget(nb, f->path);
 	NS_END();
 }
 
@@ -1852,6 +2021,7 @@ static int nfs_futimens_file(struct ufs *fs, struct ufs_bfile *f, const struct t
 {
 	NS_BEGIN(fs);
 	rc = utimes_path(nb, f->path, tv);
+	ac_forget(nb, f->path);
 	NS_END();
 }
 
@@ -1928,6 +2098,7 @@ static int nfs_readdir_dir(struct ufs *fs, struct ufs_bfile *d, uint64_t off, uf
 			return -ENOMEM;                  \
 		NS_BEGIN(fs);                            \
 		rc = call;                               \
+		ac_clear(nb); /* other names' nlink */   \
 		free(p);                                 \
 		NS_END();                                \
 	}
@@ -1939,14 +2110,21 @@ static int stat_path(struct ufs *fs, const char *rel, struct stat *st, bool foll
 {
 	struct nfs_stat_64 s;
 	char *p = abs_path(rel);
+	uint64_t gen;
+	int cached;
 
 	if (!p)
 		return -ENOMEM;
+	if (ac_get(nb_of(fs), p, follow, st, &cached, &gen)) {
+		free(p);
+		return cached;
+	}
 	NS_BEGIN(fs);
 	rc = follow ? nfs_stat64(nb->ns, p, &s) : nfs_lstat64(nb->ns, p, &s);
-	free(p);
 	if (rc == 0)
 		st_from(st, &s);
+	ac_put(nb, p, follow, rc < 0 ? rc : 0, st, gen);
+	free(p);
 	NS_END();
 }
 
@@ -1968,6 +2146,7 @@ static int nfs_truncate_path(struct ufs *fs, const char *rel, uint64_t size)
 		return -ENOMEM;
 	NS_BEGIN(fs);
 	rc = nfs_truncate(nb->ns, p, size);
+	ac_forget(nb, p);
 	free(p);
 	NS_END();
 }
@@ -1980,6 +2159,7 @@ static int nfs_mkdir_path(struct ufs *fs, const char *rel, mode_t mode)
 		return -ENOMEM;
 	NS_BEGIN(fs);
 	rc = nfs_mkdir2(nb->ns, p, (int)(mode & 07777));
+	ac_forget(nb, p);
 	free(p);
 	NS_END();
 }
@@ -1992,6 +2172,7 @@ static int nfs_mknod_path(struct ufs *fs, const char *rel, mode_t mode, dev_t rd
 		return -ENOMEM;
 	NS_BEGIN(fs);
 	rc = nfs_mknod(nb->ns, p, (int)mode, (int)rdev);
+	ac_forget(nb, p);
 	free(p);
 	NS_END();
 }
@@ -2004,6 +2185,7 @@ static int nfs_symlink_path(struct ufs *fs, const char *target, const char *rel)
 		return -ENOMEM;
 	NS_BEGIN(fs);
 	rc = nfs_symlink(nb->ns, target, p);
+	ac_forget(nb, p);
 	free(p);
 	NS_END();
 }
@@ -2036,6 +2218,7 @@ static int nfs_rename_path(struct ufs *fs, const char *from, const char *to, uns
 	}
 	NS_BEGIN(fs);
 	rc = nfs_rename(nb->ns, a, b);
+	ac_clear(nb);
 	free(a);
 	free(b);
 	NS_END();
@@ -2052,6 +2235,7 @@ static int nfs_link_path(struct ufs *fs, const char *from, const char *to)
 	}
 	NS_BEGIN(fs);
 	rc = nfs_link(nb->ns, a, b);
+	ac_clear(nb);
 	free(a);
 	free(b);
 	NS_END();
@@ -2065,6 +2249,7 @@ static int nfs_chmod_path(struct ufs *fs, const char *rel, mode_t mode)
 		return -ENOMEM;
 	NS_BEGIN(fs);
 	rc = nfs_chmod(nb->ns, p, (int)(mode & 07777));
+	ac_forget(nb, p);
 	free(p);
 	NS_END();
 }
@@ -2077,6 +2262,7 @@ static int nfs_chown_path(struct ufs *fs, const char *rel, uid_t uid, gid_t gid)
 		return -ENOMEM;
 	NS_BEGIN(fs);
 	rc = nfs_lchown(nb->ns, p, (int)uid, (int)gid);
+	ac_forget(nb, p);
 	free(p);
 	NS_END();
 }
@@ -2089,6 +2275,7 @@ static int nfs_utimens_path(struct ufs *fs, const char *rel, const struct timesp
 		return -ENOMEM;
 	NS_BEGIN(fs);
 	rc = utimes_path(nb, p, tv);
+	ac_forget(nb, p);
 	free(p);
 	NS_END();
 }

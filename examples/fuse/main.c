@@ -4,7 +4,7 @@
  *               [--commit-interval TIME] [--dirty-expire TIME] [--stats FILE]
  *               [--flushers N]
  *               [--dirty-ratio N] [--dirty-max SIZE] [--clean-max SIZE]
- *               [--xattr] [--rpcs N] [--no-cache]
+ *               [--xattr] [--rpcs N] [--attr-cache TIME] [--no-cache]
  *               [--kernel-writeback] [--no-hugepages]
  *               [--direct-writeback|--buffered-writeback] [-V] [-h]
  *               [FUSE options: -d, -s, -o opt,...]
@@ -96,6 +96,8 @@ static void usage(FILE *f)
 		"                          sync: it also waits until the data is committed\n"
 		"                          (close-to-open durability)\n"
 		"  --rpcs N                NFS: WRITE3 RPCs in flight at most (default 16)\n"
+		"  --attr-cache TIME       NFS: how long attributes and missing names looked up\n"
+		"                          by path are kept (default 1s; 0: not kept)\n"
 		"  --no-cache              no cache of our own: each write goes to the backend at\n"
 		"                          once (NFS: WRITE3 FILE_SYNC), for comparison\n"
 		"  --kernel-writeback      let the kernel cache writes (FUSE writeback cache);\n"
@@ -275,7 +277,8 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 		static const char *const with_value[] = {
 			"--max",	 "--domain-by", "--cgroup-percent", "--commit-interval",
 			"--stats",	 "--flushers",	"--dirty-ratio",    "--rpcs",
-			"--dirty-expire", "--clean-max", "--dirty-max", "--close"
+			"--dirty-expire", "--clean-max", "--dirty-max", "--close",
+			"--attr-cache"
 		};
 		/* The options without a value: each sets its flag. */
 		const struct {
@@ -395,6 +398,12 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 				o->close_sync = false;
 			else
 				return bad("--close: '%s' is not writeback or sync", val);
+		} else if (strncmp(a, "--attr-cache", 12) == 0) {
+			if (strcmp(val, "0") == 0)
+				o->attr_cache_ns = 0;
+			else if (parse_time(val, &o->attr_cache_ns) ||
+				 o->attr_cache_ns > 3600000000000ull)
+				return bad("--attr-cache: '%s' is not a time up to 1 h (1s, 0)", val);
 		} else if (strncmp(a, "--rpcs", 6) == 0) {
 			char *end;
 			long v = strtol(val, &end, 10);
@@ -441,6 +450,7 @@ int main(int argc, char **argv)
 	fs.opt.clean_max = UFS_DEFAULT_CLEAN_MAX;
 	fs.opt.dirty_max = UFS_DEFAULT_DIRTY_MAX;
 	fs.opt.rpcs = 16;
+	fs.opt.attr_cache_ns = 1000000000ull;
 	fs.be = &ufs_backend_dir;
 	fs.backing_fd = -1;
 	if ((ret = parse_args(argc, argv, &fs.opt, &args)))

@@ -116,6 +116,7 @@ struct ufs_options {
 	uint64_t dirty_max;	  /* the root's dirty limit at most, in bytes (0: the ratio's) */
 	unsigned rpcs;		  /* NFS: WRITE3 RPCs in flight at most */
 	bool close_sync;	  /* --close=sync: a close that wrote is an fsync */
+	uint64_t attr_cache_ns;	  /* NFS: how long attributes by path are kept (0: not) */
 };
 
 /*
