@@ -51,6 +51,11 @@ struct ufs_backend {
 	 * do not wait long: the request loop serves them without handing the
 	 * reading of requests to another thread first (loop.c). */
 	bool quick_names;
+	/* A file unlinked while open lives on until its last close (a local
+	 * filesystem). Else (an NFS server removes it at once) an open file
+	 * being unlinked is renamed to a hidden name instead, removed at its
+	 * last close: the NFS client's "silly rename" (fs.c hidden_make()). */
+	bool unlinked_lives;
 
 	/* Opens the backend (target: the directory or the URL) before the
 	 * mount; on failure prints a message naming the problem and returns a

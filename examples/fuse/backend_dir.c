@@ -641,6 +641,7 @@ const struct ufs_backend ufs_backend_dir = {
 	.page_writeback = true,
 	.unlocked_writeback = true,
 	.quick_names = true,
+	.unlinked_lives = true,
 	.attach = dir_attach,
 	.start = dir_start,
 	.detach = dir_detach,

@@ -186,6 +186,7 @@ struct nb {
 	pthread_mutex_t ac_lock;
 	struct ac_ent *ac;
 	uint64_t ac_gen, ac_ttl_ns;
+	uint32_t name_max; /* the server's, from PATHCONF3 (0: not known) */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* a slot, a reply, the connection back */
@@ -521,6 +522,66 @@ fail:
 static void wc_cred(struct nb *nb);
 static int wc_connect(struct nb *nb);
 
+struct pathconf_wait {
+	bool done;
+	uint32_t name_max;
+};
+
+static void pathconf_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct pathconf_wait *w = priv;
+	PATHCONF3res *res = data;
+
+	(void)rpc;
+	if (status == RPC_STATUS_SUCCESS && res->status == NFS3_OK)
+		w->name_max = res->PATHCONF3res_u.resok.name_max;
+	w->done = true;
+}
+
+/* The longest name the server takes (PATHCONF3 of the export's root), for
+ * statfs: libnfs's own statvfs reports 256, so that a program that
+ * creates a name of NAME_MAX bytes (as pjdfstest does) was refused. 0
+ * when the server does not say. Before the service thread runs: the call is
+ * serviced here, on the namespace context, within 5 s. */
+static uint32_t server_name_max(struct nb *nb)
+{
+	struct rpc_context *rpc = nfs_get_rpc_context(nb->ns);
+	struct pathconf_wait *w = calloc(1, sizeof(*w));
+	struct nfsfh *root = NULL;
+	struct lnfs_fh *fh;
+	uint32_t max = 0;
+	PATHCONF3args a;
+	int i;
+
+	if (!w || nfs_open(nb->ns, "/", O_RDONLY, &root) != 0 ||
+	    !(fh = (struct lnfs_fh *)nfs_get_fh(root)))
+		goto out;
+	a.object.data.data_len = (u_int)fh->len;
+	a.object.data.data_val = fh->val;
+	if (rpc_nfs3_pathconf_async(rpc, pathconf_cb, &a, w) != 0)
+		goto out;
+	for (i = 0; i < 50 && !w->done; i++) {
+		struct pollfd pfd = { .fd = rpc_get_fd(rpc), .events = (short)rpc_which_events(rpc) };
+
+		if (poll(&pfd, 1, 100) < 0 || rpc_service(rpc, pfd.revents) < 0)
+			break;
+	}
+	if (!w->done) {
+		/* Not answered in time: the call stays queued on the context,
+		 * whose callback may still write into w; left to it. */
+		w = NULL;
+		goto out;
+	}
+	/* As the Linux NFS client: at most NFS3's 255 (ganesha says 1024
+	 * over a filesystem that takes 255). */
+	max = w->name_max < 255 ? w->name_max : 255;
+out:
+	free(w);
+	if (root)
+		nfs_close(nb->ns, root);
+	return max;
+}
+
 static int nfs_attach(struct ufs *fs, const char *target)
 {
 	struct nb *nb = calloc(1, sizeof(*nb));
@@ -585,6 +646,7 @@ static int nfs_attach(struct ufs *fs, const char *target)
 		fprintf(stderr, "unstable-fuse: pipe: %s\n", strerror(errno));
 		goto fail;
 	}
+	nb->name_max = server_name_max(nb);
 	nb->up = true;
 	return 0;
 fail:
@@ -2302,7 +2364,7 @@ static int nfs_statfs_path(struct ufs *fs, const char *rel, struct statvfs *st)
 		st->f_favail = s.f_favail;
 		st->f_fsid = s.f_fsid;
 		st->f_flag = s.f_flag;
-		st->f_namemax = s.f_namemax ? s.f_namemax : 255;
+		st->f_namemax = nb->name_max ? nb->name_max : s.f_namemax ? s.f_namemax : 255;
 	}
 	NS_END();
 }

@@ -1627,7 +1627,10 @@ static int hidden_make(struct ufs *fs, const char *from, const char *to)
 	struct stat st;
 	int rc;
 
-	if (!hidden_name(to) || fs->be->lstat(fs, rel(from), &st) != 0 ||
+	/* Over NFS the hidden name is the backend's own (libfuse removes it
+	 * at the last release): the server would remove an unlinked file at
+	 * once, and its open descriptors would go stale. */
+	if (!hidden_name(to) || !fs->be->unlinked_lives || fs->be->lstat(fs, rel(from), &st) != 0 ||
 	    !(ino = inode_find(fs, &st)))
 		return 0;
 	if (!(hd = calloc(1, sizeof(*hd)))) {
