@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test of bench/nfs-vs-sync: a tiny run (16 MiB, one round, one
-# limit) against the real server prints one valid JSON object whose
-# figures are positive numbers; every run through the client is checked
+# limit, fio of 4 MiB, a copy of tests/nfs) against the real server prints
+# one valid JSON object whose figures are positive numbers; every run through the client is checked
 # byte for byte by the script itself. Throughputs are not asserted.
 # With an unstable-fuse that has the NFS backend (--no-cache in its help),
 # every configuration runs; otherwise nfs-cp and us-bench-nfs-raw only.
@@ -11,13 +11,16 @@ bench=${1:?usage: $0 BENCH_SCRIPT US_BENCH_NFS_RAW [UNSTABLE_FUSE]}
 raw=${2:?usage: $0 BENCH_SCRIPT US_BENCH_NFS_RAW [UNSTABLE_FUSE]}
 ufs=${3:-}
 only="nfs_cp raw"
-if [[ -n $ufs ]] && "$ufs" --help 2>&1 | grep -q -- --no-cache; then
+# (The help read whole: grep -q closing the pipe early failed the pipeline
+# under pipefail, and the client's configurations were never run.)
+if [[ -n $ufs && $("$ufs" --help 2>&1 || true) == *--no-cache* ]]; then
 	only="fuse nocache nfs_cp raw kernel_writeback"
 else
 	ufs=
 fi
 rc=0
-out=$(UFS=$ufs RAW=$raw SIZE_MIB=16 ROUNDS=1 LIMITS=5 ONLY=$only bash "$bench") || rc=$?
+out=$(UFS=$ufs RAW=$raw SIZE_MIB=16 ROUNDS=1 LIMITS=5 ONLY=$only FIO_MIB=4 \
+	CP_SRC=$(dirname "$0") bash "$bench") || rc=$?
 echo "$out"
 [[ $rc -eq 77 ]] && exit 77
 [[ $rc -eq 0 ]] || { echo "FAIL: nfs-vs-sync exited with $rc" >&2; exit 1; }
@@ -44,7 +47,12 @@ if "fuse" in only:
     for k in ("fuse_nfs_server_cpu_s_all", "kernel_writeback_server_cpu_s_all"):
         assert len(r[k]) == 1 and r[k][0] >= 0, (k, r[k])
     assert len(j["nocache_server_cpu_s_all"]) == 1, j
+    w = j["workloads"]
+    if "randwrite" in w:  # (when fio is installed)
+        assert w["randwrite"]["fuse_mb_s"] > 0 and w["randwrite"]["nocache_mb_s"] > 0, w
+    assert w["cp"]["fuse_s"] > 0 and w["cp"]["nocache_s"] > 0 and w["cp"]["ratio_nocache"] > 0, w
 else:
+    assert j["workloads"] == {}, j
     assert r["fuse_nfs_mb_s"] is None and r["ratio_raw"] is None, r
 print("PASS")
 '
