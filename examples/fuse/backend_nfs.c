@@ -141,8 +141,9 @@ enum req_kind { REQ_WRITE, REQ_COMMIT, REQ_READ };
  */
 struct part {
 	atomic_uint left; /* WRITE3s not ended, plus one while the flush sends */
-	atomic_int res;
-	atomic_int err;
+	/* The worst result so far (high 32 bits) and its errno (low), moved
+	 * together. */
+	_Atomic uint64_t worst;
 };
 
 struct req {
@@ -889,19 +890,19 @@ static void verifier_changed(struct nb *nb, const char *verf)
  * ends completes b. Any thread, no lock. */
 static void part_end(struct nb *nb, us_buf *b, struct part *p, enum us_write_result res, int err)
 {
-	int worst = atomic_load(&p->res);
+	uint64_t mine = (uint64_t)res << 32 | (uint32_t)err, worst = atomic_load(&p->worst);
 
-	while ((int)res > worst && !atomic_compare_exchange_weak(&p->res, &worst, (int)res))
+	while ((uint32_t)res > (uint32_t)(worst >> 32) &&
+	       !atomic_compare_exchange_weak(&p->worst, &worst, mine))
 		;
-	if (res >= US_WRITE_ERROR && (int)res >= worst)
-		atomic_store(&p->err, err);
 	if (atomic_fetch_sub(&p->left, 1) != 1)
 		return;
-	res = (enum us_write_result)atomic_load(&p->res);
+	worst = atomic_load(&p->worst);
+	res = (enum us_write_result)(worst >> 32);
 	/* A number taken after every one of its replies: a commit that reads
 	 * it or a later one was sent after them all. */
 	us_buf_write_done(b, res, res == US_WRITE_UNSTABLE ? atomic_fetch_add(&nb->fs->seq, 1) + 1 : 0,
-			  atomic_load(&p->err));
+			  (int)(uint32_t)worst);
 	free(p);
 }
 
@@ -1312,7 +1313,7 @@ static void wc_slot_put(struct nb *nb, struct ufs_bfile *f)
 static int wc_send(struct nb *nb, struct req *r, struct iovec *iov, int niov)
 {
 	uint8_t hdr[WC_HDR_MAX], *h = hdr;
-	uint32_t pad = (4 - r->count % 4) % 4;
+	uint32_t count = r->count, pad = (4 - count % 4) % 4;
 	static const uint8_t zeros[4];
 	uint64_t gen;
 	size_t total;
@@ -1358,7 +1359,7 @@ static int wc_send(struct nb *nb, struct req *r, struct iovec *iov, int niov)
 		iov[niov].iov_base = (void *)zeros;
 		iov[niov++].iov_len = pad;
 	}
-	total = (size_t)(h - hdr) + r->count + pad;
+	total = (size_t)(h - hdr) + count + pad; /* (r may be gone: not r->count) */
 	put32(hdr, 0x80000000u | (uint32_t)(total - 4));
 	msg.msg_iov = iov;
 	msg.msg_iovlen = (size_t)niov;
@@ -1728,7 +1729,7 @@ static int nfs_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 				break;
 			}
 			atomic_init(&p->left, 1);
-			atomic_init(&p->res, US_WRITE_STABLE);
+			atomic_init(&p->worst, (uint64_t)US_WRITE_STABLE << 32);
 			rc = send_pages(nb, ino, obj, bufs[i], bits[i], p);
 			part_end(nb, bufs[i], p, rc ? US_WRITE_ERROR : US_WRITE_STABLE, rc);
 			if (rc) {
@@ -1998,8 +1999,10 @@ static ssize_t nfs_pwrite_file(struct ufs *fs, struct ufs_bfile *f, const void *
 				 .data = (char *)buf + done };
 		int rc = req_wait(nb, &r);
 
-		if (rc)
+		if (rc) {
+			ac_forget(nb, f->path);
 			return done ? (ssize_t)done : rc;
+		}
 		atomic_fetch_add(&nb->writes, 1);
 		atomic_fetch_add(&nb->write_bytes, r.count);
 		if (r.committed != UNSTABLE)

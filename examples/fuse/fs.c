@@ -663,9 +663,9 @@ static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 {
 	int rc;
 
-	pthread_rwlock_wrlock(&ino->io_lock);
-	pthread_rwlock_wrlock(&ino->wb_lock);
-	pthread_rwlock_wrlock(&ino->data_lock);
+	wrlock(&ino->io_lock);
+	wrlock(&ino->wb_lock);
+	wrlock(&ino->data_lock);
 	rc = fs->be->ftruncate(fs, ino->file, size);
 	if (rc == 0) {
 		uint64_t old = ino->size, tail = size % UFS_CHUNK_BYTES;
@@ -1124,20 +1124,51 @@ static int fill_edges(struct ufs *fs, struct ufs_inode *ino, us_buf *b, uint32_t
 }
 
 /* A chunk just created: its entry says valid (any entry left by an earlier
- * chunk at this index is reset). With io_lock and data_lock exclusive. No
- * memory for the entry: the chunk is filled whole from the backend. */
+ * chunk at this index is reset). With io_lock and data_lock exclusive.
+ * Returns 0; or 1 when there was no memory for the entry and the chunk was
+ * filled whole from the backend instead (every page valid); or a negative
+ * errno from that fill. */
 static int pages_fresh(struct ufs *fs, struct ufs_inode *ino, us_buf *b, uint64_t chunk,
 		       uint32_t valid)
 {
 	struct ufs_pmap *m = &ino->pages;
 	size_t i = valid == UFS_ALL_PAGES ? pmap_find(m, chunk) : pmap_entry(ino, chunk);
+	int rc;
 
 	if (i < m->cap) {
 		m->valid[i] = valid;
 		atomic_store(&m->bits[i], 0);
 		return 0;
 	}
-	return valid == UFS_ALL_PAGES ? 0 : chunk_fill(fs, ino, b);
+	if (valid == UFS_ALL_PAGES)
+		return 0;
+	rc = chunk_fill(fs, ino, b);
+	return rc < 0 ? rc : 1;
+}
+
+/* Whether a new chunk of ino at co needs no write-back or commit to be
+ * charged: it exists, or its domain and the root have room, or clean data
+ * to evict. A guess (the state moves meanwhile), for the request loop. */
+static bool room_at_hand(struct ufs_inode *ino, uint64_t co)
+{
+	us_domain *d = us_object_domain(ino->obj);
+	us_buf *b;
+
+	if (us_buf_get(ino->obj, co, UFS_CHUNK_BYTES, US_GET_NOCREATE, &b) == 0) {
+		us_buf_put(b);
+		return true;
+	}
+	for (; d; d = us_domain_parent(d)) {
+		struct us_domain_stats st = { .size = sizeof(st) };
+		uint64_t max;
+
+		if (us_domain_get_limit(d, US_LIMIT_MAX, &max) != 0 || us_domain_stats(d, &st) != 0)
+			return false;
+		if (max != US_UNLIMITED && st.charged_bytes + UFS_CHUNK_BYTES > max &&
+		    st.evictable_bytes < UFS_CHUNK_BYTES)
+			return false;
+	}
+	return true;
 }
 
 /* Reads bytes [off, off + n) of cached chunk b whose valid pages are
@@ -1256,6 +1287,10 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		 * buffer is clean until dirtied): no need to zero it. Nor for a
 		 * part of it with a page map: see "Partial writes". */
 		flags = n == UFS_CHUNK_BYTES || fs->be->page_writeback ? US_GET_UNINIT : 0;
+		/* Making room may write back and commit on this thread, even
+		 * with US_GET_NOWAIT: another thread reads requests meanwhile. */
+		if (!room_at_hand(ino, co))
+			ufs_loop_yield();
 		rc = us_buf_get(ino->obj, co, UFS_CHUNK_BYTES, flags | US_GET_NOWAIT, &b);
 		if (rc == -EAGAIN) {
 			ufs_loop_yield();
@@ -1268,15 +1303,28 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		 * pool then stays the same size). */
 		if (fresh && fs->opt.clean_max != UINT64_MAX)
 			drop_behind(fs, ino, co);
+		/* A new chunk's page map entry first, so that it never exists
+		 * without one: a fill that fails below leaves it holding only
+		 * the pages past the size, if it cannot be dropped. */
+		if (fresh && fs->be->page_writeback) {
+			wrlock(&ino->data_lock);
+			rc = pages_fresh(fs, ino, b, co / UFS_CHUNK_BYTES,
+					 n == UFS_CHUNK_BYTES ? UFS_ALL_PAGES : fresh_valid(ino, co));
+			pthread_rwlock_unlock(&ino->data_lock);
+			if (rc < 0) {
+				if (us_buf_drop(b) != 0)
+					us_buf_put(b);
+				break;
+			}
+			if (rc == 0)
+				zero_fresh(b, pages_valid(ino, co / UFS_CHUNK_BYTES), pos - co, n);
+		}
 		if (n < UFS_CHUNK_BYTES) {
 			/* Without a page map, a new chunk is read whole first. */
 			if (!fs->be->page_writeback) {
 				rc = fresh ? chunk_fill(fs, ino, b) : 0;
 			} else {
-				valid = fresh ? fresh_valid(ino, co) :
-						pages_valid(ino, co / UFS_CHUNK_BYTES);
-				if (fresh)
-					zero_fresh(b, valid, pos - co, n);
+				valid = pages_valid(ino, co / UFS_CHUNK_BYTES);
 				rc = fill_edges(fs, ino, b, valid, pos - co, n);
 			}
 			if (rc < 0) {
@@ -1286,13 +1334,6 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 			}
 		}
 		wrlock(&ino->data_lock);
-		if (fresh && fs->be->page_writeback &&
-		    (rc = pages_fresh(fs, ino, b, co / UFS_CHUNK_BYTES, valid)) < 0) {
-			pthread_rwlock_unlock(&ino->data_lock);
-			if (us_buf_drop(b) != 0)
-				us_buf_put(b);
-			break;
-		}
 		state = fs->be->unlocked_writeback || fs->be->page_writeback ? us_buf_state(b) :
 									       US_BUF_DIRTY;
 		/* Not into a chunk being written back without data_lock. */
