@@ -441,9 +441,9 @@ START_TEST(test_blocking_reclaim_sync_shutdown)
 	since = us_object_errseq(o);
 	for (i = 0; i < 128; i++) {
 		us_buf *b;
+		int rc = us_buf_get(o, i * 65536, 65536, US_GET_NODATA, &b);
 
-		tu_assert(us_buf_get(o, i * 65536, 65536, US_GET_NODATA, &b) == 1, "get %llu",
-			  (unsigned long long)i);
+		tu_assert(rc == 1, "get %llu: %s", (unsigned long long)i, us_strerror(rc));
 		tu_assert(us_buf_dirty(b, NULL) == 0, "dirty");
 		tu_assert(us_buf_put(b) == 0, "put");
 		tu_assert(tu_stats(d).charged_bytes <= max, "charged above max");
