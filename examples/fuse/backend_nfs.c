@@ -662,6 +662,7 @@ fail:
 	free(nb->server);
 	free(nb->export);
 	free(nb->url);
+	free(nb->ac); /* (empty: nothing was looked up yet) */
 	free(nb);
 	fs->be_priv = NULL;
 	return -EHOSTUNREACH;
