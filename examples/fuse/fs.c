@@ -1146,18 +1146,13 @@ static int pages_fresh(struct ufs *fs, struct ufs_inode *ino, us_buf *b, uint64_
 	return rc < 0 ? rc : 1;
 }
 
-/* Whether a new chunk of ino at co needs no write-back or commit to be
- * charged: it exists, or its domain and the root have room, or clean data
- * to evict. A guess (the state moves meanwhile), for the request loop. */
-static bool room_at_hand(struct ufs_inode *ino, uint64_t co)
+/* Whether a new chunk of ino needs no write-back or commit to be charged:
+ * its domain and every parent have room, or clean data to evict. A guess
+ * (the state moves meanwhile), for the request loop. */
+static bool room_at_hand(struct ufs_inode *ino)
 {
 	us_domain *d = us_object_domain(ino->obj);
-	us_buf *b;
 
-	if (us_buf_get(ino->obj, co, UFS_CHUNK_BYTES, US_GET_NOCREATE, &b) == 0) {
-		us_buf_put(b);
-		return true;
-	}
 	for (; d; d = us_domain_parent(d)) {
 		struct us_domain_stats st = { .size = sizeof(st) };
 		uint64_t max;
@@ -1287,11 +1282,15 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		 * buffer is clean until dirtied): no need to zero it. Nor for a
 		 * part of it with a page map: see "Partial writes". */
 		flags = n == UFS_CHUNK_BYTES || fs->be->page_writeback ? US_GET_UNINIT : 0;
-		/* Making room may write back and commit on this thread, even
+		/* A cached chunk is taken without a charge. Making room for
+		 * a new one may write back and commit on this thread, even
 		 * with US_GET_NOWAIT: another thread reads requests meanwhile. */
-		if (!room_at_hand(ino, co))
-			ufs_loop_yield();
-		rc = us_buf_get(ino->obj, co, UFS_CHUNK_BYTES, flags | US_GET_NOWAIT, &b);
+		rc = us_buf_get(ino->obj, co, UFS_CHUNK_BYTES, US_GET_NOCREATE, &b);
+		if (rc == -ENOENT) {
+			if (!room_at_hand(ino))
+				ufs_loop_yield();
+			rc = us_buf_get(ino->obj, co, UFS_CHUNK_BYTES, flags | US_GET_NOWAIT, &b);
+		}
 		if (rc == -EAGAIN) {
 			ufs_loop_yield();
 			rc = us_buf_get(ino->obj, co, UFS_CHUNK_BYTES, flags, &b);
