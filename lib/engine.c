@@ -51,7 +51,10 @@ static _Atomic uint64_t engine_ids;
 
 void us__lock_nodrain(us_engine *e)
 {
-	int rc = pthread_mutex_lock(&e->lock);
+	int rc;
+
+	us__witness_take(US_LOCK_ENGINE);
+	rc = pthread_mutex_lock(&e->lock);
 
 	assert(rc == 0);
 	(void)rc;
@@ -76,6 +79,7 @@ void us__unlock(us_engine *e)
 
 	assert(rc == 0);
 	(void)rc;
+	us__witness_drop(US_LOCK_ENGINE);
 }
 
 uint64_t us__now(us_engine *e)

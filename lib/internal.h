@@ -96,14 +96,32 @@
 #define US_MSEC	    1000000ull
 #define US_SEC	    1000000000ull
 
-/* The ranks of the library's locks, outermost first. The writer caches'
- * global mutex (tcache.c) comes before them all. */
+/* The ranks of the library's locks, outermost first: a thread takes a lock
+ * only while it holds locks of lower ranks. Builds with US_WITNESS check it
+ * at every lock taken (witness.c). */
 enum us_lock_rank {
-	US_LOCK_ENGINE = 1,
-	/* Flusher wake-ups: taken with or without the engine lock, never the
-	 * other way round (a flusher drops it before polling). */
-	US_LOCK_THREADS = 2,
+	/* The writer caches' process-wide mutex (tcache.c): a thread's
+	 * caches are made, freed and detached under it, each engine's lock
+	 * taken inside. */
+	US_LOCK_TCACHE = 1,
+	US_LOCK_ENGINE = 2,
+	/* Flusher wake-ups (thread.c): taken with or without the engine
+	 * lock, never the other way round (a flusher drops it before
+	 * polling). */
+	US_LOCK_THREADS = 3,
 };
+
+#ifdef US_WITNESS
+/* Aborts, naming both locks, when the thread holds a lock of rank r or
+ * later; then counts r as held. */
+void us__witness_take(enum us_lock_rank r);
+void us__witness_drop(enum us_lock_rank r);
+/* The ranks this thread holds, as bits (1u << rank): for tests. */
+unsigned us__witness_held(void);
+#else
+#define us__witness_take(r) ((void)0)
+#define us__witness_drop(r) ((void)0)
+#endif
 
 /* A branch the hot path does not take: its code is laid out of the way. */
 #if defined(__GNUC__)

@@ -63,6 +63,19 @@ static _Thread_local struct us_tcache *thread_caches US_TLS_MODEL;
 
 static pthread_mutex_t global = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+static void global_lock(void)
+{
+	us__witness_take(US_LOCK_TCACHE);
+	pthread_mutex_lock(&global);
+}
+
+static void global_unlock(void)
+{
+	pthread_mutex_unlock(&global);
+	us__witness_drop(US_LOCK_TCACHE);
+}
+
 static pthread_key_t exit_key;
 static bool have_key;
 static _Atomic uint32_t next_tag;
@@ -159,7 +172,7 @@ static void thread_exit(void *unused)
 	struct us_tcache *tc;
 
 	(void)unused;
-	pthread_mutex_lock(&global);
+	global_lock();
 	while ((tc = thread_caches)) {
 		thread_caches = tc->thread_next;
 		if (!atomic_load(&tc->dead)) {
@@ -173,7 +186,7 @@ static void thread_exit(void *unused)
 	}
 	us__tls.id = 0;
 	us__tls.tc = NULL;
-	pthread_mutex_unlock(&global);
+	global_unlock();
 }
 
 static void key_init(void)
@@ -193,7 +206,7 @@ struct us_tcache *us__tcache_get(us_engine *e)
 	pthread_once(&key_once, key_init);
 	if (!have_key)
 		return NULL; /* without an exit hook, no cache: the locked path */
-	pthread_mutex_lock(&global);
+	global_lock();
 	/* Free the caches of engines that are gone; look for e's. */
 	for (pp = &thread_caches; (tc = *pp);) {
 		if (atomic_load(&tc->dead)) {
@@ -240,7 +253,7 @@ struct us_tcache *us__tcache_get(us_engine *e)
 		us__tls.id = e->id;
 		us__tls.tc = found;
 	}
-	pthread_mutex_unlock(&global);
+	global_unlock();
 	return found;
 }
 
@@ -248,12 +261,12 @@ struct us_tcache *us__tcache_get(us_engine *e)
  * for its thread to free. The engine lock is taken here. */
 void us__tcache_engine_fini(us_engine *e)
 {
-	pthread_mutex_lock(&global);
+	global_lock();
 	us__lock(e);
 	while (!us_list_empty(&e->tcaches))
 		tcache_detach(e, us_container_of(e->tcaches.next, struct us_tcache, link));
 	us__unlock(e);
-	pthread_mutex_unlock(&global);
+	global_unlock();
 }
 
 /* Engine lock held: d is going; caches holding its credit let it go. No
@@ -422,12 +435,12 @@ bool us__rewrite_barrier(us_engine *e, uint64_t moves)
 	/* Refused after the registration went through (the kernel does not,
 	 * but a seccomp filter on the command can): every writer of e, and of
 	 * the caches made from now on, fences again. */
-	pthread_mutex_lock(&global);
+	global_lock();
 	barrier_ok = false;
 	us__lock_nodrain(e);
 	us_list_for_each (pos, &e->tcaches)
 		nofence_clear(e, us_container_of(pos, struct us_tcache, link));
 	us__unlock(e);
-	pthread_mutex_unlock(&global);
+	global_unlock();
 	return false;
 }

@@ -48,6 +48,18 @@
 #include <stdlib.h>
 #include <time.h>
 
+static void thr_lock(us_engine *e)
+{
+	us__witness_take(US_LOCK_THREADS);
+	pthread_mutex_lock(&e->thr_lock);
+}
+
+static void thr_unlock(us_engine *e)
+{
+	pthread_mutex_unlock(&e->thr_lock);
+	us__witness_drop(US_LOCK_THREADS);
+}
+
 static void wait_until(us_engine *e, pthread_cond_t *cond, uint64_t deadline)
 {
 	uint64_t now = us__now(e);
@@ -74,17 +86,17 @@ static void *flusher(void *arg)
 	us_engine *e = arg;
 	uint64_t next = 0;
 
-	pthread_mutex_lock(&e->thr_lock);
+	thr_lock(e);
 	while (!e->stop) {
 		e->kicked = false;
-		pthread_mutex_unlock(&e->thr_lock);
+		thr_unlock(e);
 		if (us_engine_poll(e, 0, &next) < 0)
 			next = us__now(e) + e->bw_interval_ns; /* -ENOMEM: retry later */
-		pthread_mutex_lock(&e->thr_lock);
+		thr_lock(e);
 		while (!e->stop && !e->kicked && us__now(e) < next)
 			wait_until(e, &e->thr_cond, next);
 	}
-	pthread_mutex_unlock(&e->thr_lock);
+	thr_unlock(e);
 	return NULL;
 }
 
@@ -134,11 +146,11 @@ void us__threads_stop(us_engine *e)
 {
 	unsigned i;
 
-	pthread_mutex_lock(&e->thr_lock);
+	thr_lock(e);
 	e->stop = true;
 	pthread_cond_broadcast(&e->thr_cond);
 	pthread_cond_broadcast(&e->prog_cond);
-	pthread_mutex_unlock(&e->thr_lock);
+	thr_unlock(e);
 	for (i = 0; i < e->nthreads; i++)
 		pthread_join(e->threads[i], NULL);
 	if (e->threads)
@@ -158,7 +170,7 @@ void us__kick(us_engine *e)
 {
 	if (!e->nthreads)
 		return; /* polled mode: nobody to wake */
-	pthread_mutex_lock(&e->thr_lock);
+	thr_lock(e);
 	if (!e->kicked) {
 		e->kicked = true;
 		pthread_cond_signal(&e->thr_cond);
@@ -166,7 +178,7 @@ void us__kick(us_engine *e)
 	e->kick_gen++;
 	if (e->prog_waiters)
 		pthread_cond_broadcast(&e->prog_cond);
-	pthread_mutex_unlock(&e->thr_lock);
+	thr_unlock(e);
 }
 
 void us__obj_unbusy(us_object *o)
@@ -184,13 +196,13 @@ void us__wait_progress(us_engine *e, uint64_t ns)
 		return;
 	}
 	deadline = us__now(e) + ns;
-	pthread_mutex_lock(&e->thr_lock);
+	thr_lock(e);
 	gen = e->kick_gen;
 	e->prog_waiters++;
 	while (e->kick_gen == gen && !e->stop && us__now(e) < deadline)
 		wait_until(e, &e->prog_cond, deadline);
 	e->prog_waiters--;
-	pthread_mutex_unlock(&e->thr_lock);
+	thr_unlock(e);
 }
 
 void us__sleep(us_engine *e, uint64_t ns)
