@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The seed tables as one Markdown table, from unstable-sim's JSON (issue 5):
+# The seed tables as one Markdown table, from unstable-sim's JSON:
 # every writer row of `--scenario seeds` under the three policies, side by
 # side, with the targets checked. The README quotes its output.
 #

@@ -250,14 +250,6 @@ struct us_counters {
 	uint64_t buffers;
 };
 
-/* Event counts of a domain's subtree. */
-struct us_events {
-	uint64_t charges, uncharges, evictions, evicted_bytes, drops, dropped_bytes;
-	uint64_t enomem, max_events, high_events;
-	uint64_t dirtied, redirtied, writeback_started, written_stable, written_unstable;
-	uint64_t write_errors, write_lost, committed, commit_lost;
-};
-
 enum us_event {
 	US_EV_CHARGES,
 	US_EV_UNCHARGES,
@@ -914,20 +906,21 @@ struct us_batch {
 };
 /* Under the lock: collects o's dirty buffers in [start, end) up to budget
  * bytes (at least one buffer when force), marking them WRITEBACK. */
-/* Runs of buffers collected under the lock, issued after it (policy.c). */
-struct us_flush_req {
-	struct us_batch bt;
-	struct us_flush_req *next;
-};
-struct us_commit_req;
-/* Without the lock: issues the flushes, then the commits; empties both. */
-void us__issue(us_engine *e, struct us_flush_req **flushes, struct us_commit_req **commits);
 int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budget, bool force,
 		      struct us_batch *bt, uint64_t *bytes);
 /* Without the lock: hands the runs to flush; frees the batch. Returns the
  * number of buffers that failed (not started, or completed with an error
  * inside the callback). */
 uint64_t us__flush_issue(us_engine *e, struct us_batch *bt);
+
+/* policy.c, after the batch it carries: runs of buffers collected under the
+ * lock, issued after it. */
+struct us_flush_req {
+	struct us_batch bt;
+	struct us_flush_req *next;
+};
+/* Without the lock: issues the flushes, then the commits; empties both. */
+void us__issue(us_engine *e, struct us_flush_req **flushes, struct us_commit_req **commits);
 
 /* thread.c */
 int us__threads_start(us_engine *e, unsigned n);

@@ -2,7 +2,7 @@
  * unstable-sim: the engine against a simulated server and dd-like writers,
  * in virtual time (run.c, with the server of server.h), or in real time with
  * real threads and memory against the simulated server or a file
- * (realtime.c) (DESIGN §9; issue 5).
+ * (realtime.c); docs/simulator.md describes both.
  *
  * SPDX-License-Identifier: MIT
  */

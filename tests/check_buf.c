@@ -1,5 +1,6 @@
 /*
- * Buffers and every transition of the state machine (DESIGN §2).
+ * Buffers and every transition of the state machine (BUFFER STATES in
+ * include/unstable/unstable.h).
  *
  * SPDX-License-Identifier: MIT
  */

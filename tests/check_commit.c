@@ -1,5 +1,5 @@
 /*
- * Unstable data, the commit policy and reclaim without OOM (DESIGN §5, §6),
+ * Unstable data, the commit policy and reclaim without OOM (docs/guide.md),
  * against a simulated server in virtual time: the two seeds in miniature.
  *
  * SPDX-License-Identifier: MIT

@@ -1,5 +1,5 @@
 /*
- * Regression tests for the defects of issue 12 found off the seeds' path:
+ * Regression tests for defects found off the seeds' path (docs/guide.md):
  * a put or drop from a flush callback without a reference of its own, the
  * -EDEADLK check with more threads inside callbacks than it had slots, the
  * commit_failed count of us_object_commit(), the longest stall of a writer

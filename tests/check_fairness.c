@@ -1,7 +1,7 @@
 /*
- * Fairness of the engine's writeback between many equal domains (issue 12,
- * item 5): N domains, one writer each, all writing twice their max at once
- * to one backend whose in-flight cap holds only a few runs. Every domain
+ * Fairness of the engine's writeback between many equal domains: N
+ * domains, one writer each, all writing twice their max at once to one
+ * backend whose in-flight cap holds only a few runs. Every domain
  * must get the same share of the backend (Jain's index of the writers'
  * throughput >= 0.99) and the backend must stay busy (>= 0.95 of its
  * bandwidth), for N = 64, 1,000 and 10,000 -- far more contexts than runs

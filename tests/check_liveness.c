@@ -1,5 +1,5 @@
 /*
- * The engine off the seeds' path (issue 12): writers that must never wait
+ * The engine off the seeds' path (docs/guide.md): writers that must never wait
  * with nothing of their own pinned, the commit pipeline's speed near small
  * limits, slow commits that must not end in ENOMEM, and a fast backend
  * beside a slow one. All in virtual time, against servers modelled here:

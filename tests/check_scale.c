@@ -1,5 +1,5 @@
 /*
- * Many domains (issue 12, item 9): the structures that keep the engine's
+ * Many domains: the structures that keep the engine's
  * cost per buffer independent of the number of domains decide what the
  * scans they replace decided. Virtual time only.
  *

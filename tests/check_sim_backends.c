@@ -1,5 +1,5 @@
 /*
- * unstable-sim with several backends (issue 13): named backends and
+ * unstable-sim with several backends: named backends and
  * striping on the command line, commits whose cost grows with their data
  * (commit-lat=FIXED+RATE), the names' index that keeps parsing linear, and
  * short runs: a file striped over four servers drains faster than one

@@ -306,7 +306,7 @@ START_TEST(test_threaded_stress)
 		ck_assert_uint_le(s.peak_pinned_bytes, dirty + NWRITERS / 2 * K4);
 		/* Small limits: the writers reached the dirty limit and were
 		 * held there or paused; a writer whose object holds nothing
-		 * pinned passes the gate (issue 12), so on a run where the
+		 * pinned passes the gate (docs/guide.md), so on a run where the
 		 * flushers keep every object nearly clean the gate may never
 		 * close: reaching the limit is what is asserted. */
 		if (_i == 0)

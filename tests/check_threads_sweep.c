@@ -1,6 +1,6 @@
 /*
  * Threaded mode across the parameter space: the liveness of check_liveness
- * (issue 12) with the engine's flusher threads, writer threads and server
+ * (docs/guide.md) with the engine's flusher threads, writer threads and server
  * threads all running at once. Swept: domains 1 to 10,000, max from 1x to
  * 100x bandwidth x commit latency, commit latency 1 ms to 10 s, two
  * backends. Asserted in every run, whatever the interleaving:

@@ -1,5 +1,5 @@
 /*
- * Smooth dirty throttling (DESIGN §3): the pause curve, its bounds, the
+ * Smooth dirty throttling (docs/guide.md): the pause curve, its bounds, the
  * hard stop at the dirty limit, the strictest ancestor, and the closed loop
  * against a backend of fixed bandwidth. Virtual time only: rates measured in
  * virtual time are deterministic.

@@ -28,7 +28,7 @@
  *    (US_WRITE_LOST), which the object then reports. A durable version
  *    never goes backwards: an older write never lands after a newer one.
  *
- * Allocation failures (issue 7): an input that holds the byte OP_ARM
+ * Allocation failures: an input that holds the byte OP_ARM
  * anywhere runs its engine on allocator hooks (the others keep the per-thread
  * writer caches, which hooks turn off), and the opcode OP_ARM arms the hooks
  * to fail the Nth next allocation (of either kind, or only META or only

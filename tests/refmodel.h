@@ -1,6 +1,6 @@
 /*
  * A reference model of the engine's buffer state machine and accounting
- * (DESIGN §2, §4, §5, include/unstable/unstable.h), for the fuzzer
+ * (include/unstable/unstable.h, docs/guide.md), for the fuzzer
  * (tests/fuzz_api.c) and the fault tests: plain arrays, linear scans, no
  * cleverness, so that it is obviously right and cannot share a bug with
  * lib/.

@@ -137,7 +137,7 @@ case $out in
 	fail=1
 	;;
 esac
-# Honest names (issue 13): the writer's ceiling and its ratio to it beside
+# Honest names: the writer's ceiling and its ratio to it beside
 # the backend's bandwidth and the part of it used; the writer's own stall.
 case $out in
 *'"ceiling":'[0-9]*'"ratio_to_ceiling":'[0-9]*'"backend_bw":1073741824,"backend_utilisation":0.'[0-9]*'"max_stall_ms":'[0-9]*) ;;
@@ -260,7 +260,7 @@ case $out in
 	;;
 esac
 rm -rf "$dir"
-# Any number of domains and writers (issue 12): count= replicates them.
+# Any number of domains and writers: count= replicates them.
 expect 2 --domain d,count=0 --writer d,bytes=1M
 expect 2 --domain d,count=x --writer d,bytes=1M
 expect 2 --domain d,count=2 --domain d-2 --writer d,bytes=1M
@@ -280,7 +280,7 @@ if [ "$writers" -ne 1000 ] || [ -z "$jain" ] ||
 else
 	echo "1,000 domains: Jain $jain"
 fi
-# Several backends and striping (issue 13): the forms, and what they refuse.
+# Several backends and striping: the forms, and what they refuse.
 o='bw=100M/s,lat=1ms,rpcs=8,rpc=1M,commit-interval=1s,commit-lat=10ms,journal=64M'
 osts="--backend o0:$o --backend o1:$o --backend o2:$o --backend o3:$o"
 # shellcheck disable=SC2086

@@ -10,7 +10,8 @@
  * THE MODEL
  *
  *   us_engine   the whole cache: its clock, allocator, domains and backends.
- *               No global state: two engines in one process are independent.
+ *               Two engines in one process are independent (but for the
+ *               process-wide state below).
  *   us_domain   an accounting domain, a node of a tree like a memory cgroup.
  *               Every counter of a domain covers its whole subtree; a parent's
  *               max bounds its subtree.
@@ -49,6 +50,23 @@
  * us_engine_shutdown(); from inside a callback they return -EDEADLK instead,
  * on any number of threads at once (each thread marks the callbacks it runs
  * on its own stack).
+ *
+ * PROCESS-WIDE STATE
+ *
+ * What the engines of a process share, and why:
+ * - a thread that dirties buffers gets a small cache per engine (its lock-free
+ *   credit and queue of dirtyings), found through a thread-local slot; the
+ *   caches of all threads are listed under one process-wide mutex, and a
+ *   thread-exit key hands an exiting thread's credit and queue back to their
+ *   engines;
+ * - the first engine registers the process for the private expedited
+ *   membarrier() (Linux), which lets writers that rewrite DIRTY buffers skip a
+ *   fence; the registration is once per process;
+ * - with jemalloc, the extent hooks of the engines' arenas (the pool and its
+ *   huge pages) are set up once per process;
+ * - counters that hand out engine ids and generation numbers, so that a cache
+ *   never mistakes a new engine at a freed one's address for the old one.
+ * None of it holds buffers, limits or statistics: those are per engine.
  *
  * ERRORS
  * Functions return 0 (or a count) on success and a negative errno on
