@@ -287,7 +287,7 @@ void us__obj_backoff(us_object *o)
 	 * failures reported while backing off, do not escalate it. */
 	if (now < o->retry_ns)
 		return;
-	o->backoff_ns = o->backoff_ns ? min_u64(2 * o->backoff_ns, 5 * US_SEC) : 100 * US_MSEC;
+	o->backoff_ns = us__backoff_next(o->backoff_ns);
 	o->retry_ns = now + o->backoff_ns;
 }
 

@@ -175,6 +175,20 @@ int us_backend_commit_lost(us_backend *bk)
 	return clamp_count(n);
 }
 
+int us__commit_call(us_backend *bk, us_object *o, enum us_reason reason)
+{
+	us_engine *e = bk->engine;
+	int rc;
+
+	us__callback_enter(e);
+	if (o && bk->ops.commit)
+		rc = bk->ops.commit(bk->ctx, o, reason);
+	else
+		rc = bk->ops.sync(bk->ctx, bk, reason);
+	us__callback_exit(e);
+	return rc;
+}
+
 int us_object_commit(us_object *o)
 {
 	us_backend *bk;
@@ -196,12 +210,7 @@ int us_object_commit(us_object *o)
 	else
 		bk->sync_calls++;
 	us__unlock(e);
-	us__callback_enter(e);
-	if (bk->ops.commit)
-		rc = bk->ops.commit(bk->ctx, o, US_REASON_USER);
-	else
-		rc = bk->ops.sync(bk->ctx, bk, US_REASON_USER);
-	us__callback_exit(e);
+	rc = us__commit_call(bk, o, US_REASON_USER);
 	us__lock(e);
 	if (rc < 0)
 		bk->commit_failed++;

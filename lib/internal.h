@@ -855,6 +855,9 @@ struct us_commit_req;
 bool us__want_commit(us_engine *e, us_object *o, bool prefer_sync, enum us_reason reason,
 		     struct us_commit_req **list, uint64_t now);
 void us__commit_issue(us_engine *e, struct us_commit_req *list);
+/* commit.c, without the lock: asks bk to commit o (its sync callback when
+ * o is NULL or bk has no commit callback), marked as inside a callback. */
+int us__commit_call(us_backend *bk, us_object *o, enum us_reason reason);
 /* sync.c: steps every running sync (poll; lock held, dropped around the
  * callbacks). */
 void us__sync_poll(us_engine *e);
@@ -867,6 +870,13 @@ void us__commit_retire(us_object *o);
 static inline uint64_t min_u64(uint64_t a, uint64_t b)
 {
 	return a < b ? a : b;
+}
+
+/* The next wait after a failed write or commit callback: 100 ms, doubling
+ * up to 5 s (cur 0: the first failure). */
+static inline uint64_t us__backoff_next(uint64_t cur)
+{
+	return cur ? min_u64(2 * cur, 5 * US_SEC) : 100 * US_MSEC;
 }
 
 /* a + b, or UINT64_MAX when it would overflow: times with "never" in them. */
@@ -919,6 +929,13 @@ struct us_flush_req {
 	struct us_batch bt;
 	struct us_flush_req *next;
 };
+/* Under the lock: a request for a run of o's dirty buffers, within the room
+ * left in its backend's in-flight cap (one buffer whatever the cap when
+ * nothing is in flight), its reason set, in *out for the caller to link.
+ * Returns the buffers taken; 0 when none (no room, nothing to take, or the
+ * batch could not be allocated); -ENOMEM when the request itself could not
+ * be. */
+int us__flush_request(us_object *o, enum us_reason reason, struct us_flush_req **out);
 /* Without the lock: issues the flushes, then the commits; empties both. */
 void us__issue(us_engine *e, struct us_flush_req **flushes, struct us_commit_req **commits);
 

@@ -56,9 +56,6 @@
  */
 #include "internal.h"
 
-#define US_BACKOFF_MIN (100 * US_MSEC)
-#define US_BACKOFF_MAX (5 * US_SEC)
-
 struct us_commit_req {
 	us_backend *bk;
 	us_object *o; /* NULL: a backend-wide sync */
@@ -66,6 +63,16 @@ struct us_commit_req {
 	enum us_reason reason;
 	struct us_commit_req *next;
 };
+
+/* A commit of o that never completed frees its slot of the backend's cap
+ * after US_COMMIT_TIMEOUT. */
+static void commit_slot_expire(us_object *o, uint64_t now)
+{
+	if (o->commit_target && now >= o->commit_issued_ns + US_COMMIT_TIMEOUT) {
+		o->commit_target = 0;
+		o->backend->commits_busy--;
+	}
+}
 
 /* Retires the backend-wide sync once it is done, moot or timed out. */
 static void sync_retire(us_backend *bk, uint64_t now)
@@ -109,10 +116,7 @@ bool us__want_commit(us_engine *e, us_object *o, bool prefer_sync, enum us_reaso
 		return false; /* a sync in flight covers it */
 	sync = bk->ops.sync && (prefer_sync || !bk->ops.commit);
 	if (!sync) {
-		if (o->commit_target && now >= o->commit_issued_ns + US_COMMIT_TIMEOUT) {
-			o->commit_target = 0;
-			bk->commits_busy--;
-		}
+		commit_slot_expire(o, now);
 		if (o->commit_target || bk->commits_busy >= e->max_commits)
 			return false;
 	} else if (bk->commits_busy >= e->max_commits) {
@@ -151,6 +155,31 @@ bool us__want_commit(us_engine *e, us_object *o, bool prefer_sync, enum us_reaso
 	return true;
 }
 
+int us__flush_request(us_object *o, enum us_reason reason, struct us_flush_req **out)
+{
+	us_backend *bk = o->backend;
+	us_engine *e = o->engine;
+	uint64_t budget = bk->max_inflight > bk->writeback ? bk->max_inflight - bk->writeback : 0;
+	struct us_flush_req *r;
+	uint64_t bytes;
+	int rc;
+
+	*out = NULL;
+	if (!budget && bk->writeback)
+		return 0;
+	r = us__meta_alloc(e, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	rc = us__flush_collect(o, 0, UINT64_MAX, budget, bk->writeback == 0, &r->bt, &bytes);
+	if (rc <= 0) {
+		us__meta_free(e, r, sizeof(*r));
+		return 0;
+	}
+	r->bt.reason = reason;
+	*out = r;
+	return rc;
+}
+
 void us__issue(us_engine *e, struct us_flush_req **fl, struct us_commit_req **cl)
 {
 	struct us_flush_req *flushes = *fl;
@@ -179,20 +208,12 @@ void us__commit_issue(us_engine *e, struct us_commit_req *list)
 		int rc;
 
 		list = r->next;
-		us__callback_enter(e);
-		if (r->o)
-			rc = bk->ops.commit(bk->ctx, r->o, r->reason);
-		else
-			rc = bk->ops.sync(bk->ctx, bk, r->reason);
-		us__callback_exit(e);
+		rc = us__commit_call(bk, r->o, r->reason);
 		us__lock_nodrain(e);
 		if (rc < 0) {
 			/* Kept unstable; asked again after the backoff. */
 			bk->commit_failed++;
-			bk->commit_backoff_ns =
-				bk->commit_backoff_ns ?
-					min_u64(2 * bk->commit_backoff_ns, US_BACKOFF_MAX) :
-					US_BACKOFF_MIN;
+			bk->commit_backoff_ns = us__backoff_next(bk->commit_backoff_ns);
 			bk->commit_retry_ns = us__now(e) + bk->commit_backoff_ns;
 			if (!r->o && bk->sync_target == r->target)
 				bk->sync_target = 0;
@@ -303,11 +324,7 @@ void us__commit_policy(us_engine *e, uint64_t now)
 			us_object *o = us_container_of(opos, us_object, unstable_link);
 			int why;
 
-			/* A commit that never completed frees its slot. */
-			if (o->commit_target && now >= o->commit_issued_ns + US_COMMIT_TIMEOUT) {
-				o->commit_target = 0;
-				bk->commits_busy--;
-			}
+			commit_slot_expire(o, now);
 			why = commit_reason(e, o, now);
 
 			if (why >= 0 &&
@@ -331,11 +348,9 @@ static void reclaim_collect(us_engine *e, us_domain *d, struct us_flush_req **li
 
 	us_list_for_each (pos, &d->wbs) {
 		struct us_wb *wb = us_container_of(pos, struct us_wb, dom_link);
-		us_backend *bk = wb->backend;
 
 		for (opos = wb->dirty_objs.next; opos != &wb->dirty_objs; opos = onext) {
 			us_object *o = us_container_of(opos, us_object, dirty_link);
-			uint64_t budget, bytes;
 			struct us_flush_req *r;
 			size_t i;
 			int rc;
@@ -343,23 +358,13 @@ static void reclaim_collect(us_engine *e, us_domain *d, struct us_flush_req **li
 			onext = opos->next;
 			if (us__now(e) < o->retry_ns)
 				continue; /* a write failed: backing off */
-			budget = bk->max_inflight > bk->writeback ?
-					 bk->max_inflight - bk->writeback :
-					 0;
-			if (!budget && bk->writeback)
-				break;
-			r = us__meta_alloc(e, sizeof(*r));
-			if (!r)
+			rc = us__flush_request(o, US_REASON_RECLAIM, &r);
+			if (rc < 0)
 				return;
-			rc = us__flush_collect(o, 0, UINT64_MAX, budget, bk->writeback == 0, &r->bt,
-					       &bytes);
-			if (rc <= 0) {
-				us__meta_free(e, r, sizeof(*r));
-				break;
-			}
+			if (rc == 0)
+				break; /* the cap is full, or nothing taken */
 			for (i = 0; i < r->bt.n; i++)
 				r->bt.bufs[i]->flags |= US_BUF_RECLAIM;
-			r->bt.reason = US_REASON_RECLAIM;
 			r->next = *list;
 			*list = r;
 			/* Collecting took o off the list only if it has no

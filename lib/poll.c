@@ -58,11 +58,6 @@
 #define POLL_ROUNDS 64
 #define ROUND_NS    100000000.0 /* the longest round of turns, at the link's rate */
 
-struct pending {
-	struct us_batch bt;
-	struct pending *next;
-};
-
 static uint64_t sub0(uint64_t a, uint64_t b)
 {
 	return a > b ? a - b : 0;
@@ -73,7 +68,7 @@ static uint64_t sub0(uint64_t a, uint64_t b)
  * taken, or a negative errno; *bytes: their bytes; *fits: false when an
  * eligible object's next buffer did not fit in the budget. */
 static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t budget, bool force,
-		      struct pending ***tail, uint64_t *bytes, bool *fits)
+		      struct us_flush_req ***tail, uint64_t *bytes, bool *fits)
 {
 	struct us_list *pos, *next;
 	int why = us__wb_reason(wb), taken = 0;
@@ -83,7 +78,7 @@ static int collect_wb(us_engine *e, struct us_wb *wb, uint64_t budget, bool forc
 	for (pos = wb->dirty_objs.next; pos != &wb->dirty_objs; pos = next) {
 		us_object *o = us_container_of(pos, us_object, dirty_link);
 		enum us_reason reason;
-		struct pending *p;
+		struct us_flush_req *p;
 		uint64_t got;
 		int rc;
 
@@ -140,7 +135,7 @@ static uint64_t next_len(struct us_wb *wb)
 }
 
 /* Collects this round's work from bk's contexts, in turn (see above). */
-static int collect_backend(us_engine *e, us_backend *bk, struct pending ***tail, uint64_t *nbufs)
+static int collect_backend(us_engine *e, us_backend *bk, struct us_flush_req ***tail, uint64_t *nbufs)
 {
 	uint64_t run = e->max_flush_bytes, share, turn, held = 0, room;
 	struct us_list *pos, *next, *last;
@@ -295,7 +290,7 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 	}
 
 	for (round = 0; round < POLL_ROUNDS && rc == 0; round++) {
-		struct pending *list = NULL, **tail = &list;
+		struct us_flush_req *list = NULL, **tail = &list;
 		uint64_t n = 0;
 
 		us_list_for_each (bpos, &e->backends) {
@@ -308,7 +303,7 @@ int us_engine_poll(us_engine *e, uint64_t now_ns, uint64_t *next_ns)
 		}
 		us__unlock(e);
 		while (list) {
-			struct pending *p = list;
+			struct us_flush_req *p = list;
 
 			list = p->next;
 			failed += us__flush_issue(e, &p->bt);

@@ -130,30 +130,16 @@ static void act_object(us_sync *s, us_object *o, uint64_t now, bool commit,
 		       struct us_flush_req **flushes, struct us_commit_req **commits,
 		       unsigned *open)
 {
-	us_engine *e = s->e;
-	us_backend *bk = o->backend;
+	struct us_flush_req *r;
 
-	if (o->ndirty && now >= o->retry_ns) {
-		uint64_t budget =
-			bk->max_inflight > bk->writeback ? bk->max_inflight - bk->writeback : 0;
-		struct us_flush_req *r;
-		uint64_t bytes;
-
-		if ((budget || !bk->writeback) && (r = us__meta_alloc(e, sizeof(*r)))) {
-			if (us__flush_collect(o, 0, UINT64_MAX, budget, bk->writeback == 0, &r->bt,
-					      &bytes) > 0) {
-				r->bt.reason = s->reason;
-				r->next = *flushes;
-				*flushes = r;
-				if (open && !bk_open(bk))
-					(*open)--;
-			} else {
-				us__meta_free(e, r, sizeof(*r));
-			}
-		}
+	if (o->ndirty && now >= o->retry_ns && us__flush_request(o, s->reason, &r) > 0) {
+		r->next = *flushes;
+		*flushes = r;
+		if (open && !bk_open(o->backend))
+			(*open)--;
 	}
 	if (commit && !us_list_empty(&o->unstable))
-		us__want_commit(e, o, s->o == NULL, s->reason, commits, now);
+		us__want_commit(s->e, o, s->o == NULL, s->reason, commits, now);
 }
 
 /*
