@@ -145,6 +145,36 @@ void us__buf_set_state(us_buf *b, enum us_buf_state to)
 }
 
 /*
+ * Under the lock: the state change of a write into b (CLEAN or UNSTABLE to
+ * DIRTY; WRITEBACK marked to be written again). Returns the bytes it pins
+ * anew: b's length when it was CLEAN or UNSTABLE, or the first write into
+ * it during its writeback (one more write to come); 0 when already DIRTY or
+ * already marked.
+ */
+static uint64_t dirtying(us_buf *b)
+{
+	us_domain *d = b->obj->domain;
+
+	switch (atomic_load_explicit(&b->state, memory_order_relaxed)) {
+	case US_BUF_UNSTABLE:
+		us__buf_unstable_unlink(b);
+		/* fallthrough */
+	case US_BUF_CLEAN:
+		us__buf_set_state(b, US_BUF_DIRTY);
+		us__domain_event(d, US_EV_DIRTIED, 1);
+		return b->length;
+	case US_BUF_WRITEBACK:
+		if (b->flags & US_BUF_REDIRTIED)
+			return 0;
+		b->flags |= US_BUF_REDIRTIED;
+		us__domain_event(d, US_EV_REDIRTIED, 1);
+		return b->length;
+	default: /* DIRTY */
+		return 0;
+	}
+}
+
+/*
  * Applies one lock-free dirtying queued by a writer cache: what the locked
  * path of us_buf_dirty() would have done then, now. The credit it spent
  * leaves the chain's granted bytes: if the buffer was CLEAN it became part
@@ -163,27 +193,8 @@ void us__drain_buf(us_engine *e, us_buf *b)
 	atomic_store_explicit(&b->lf_tag, 0, memory_order_relaxed);
 	for (a = o->domain; a; a = a->parent)
 		a->granted -= b->length;
-	if (!b->attached)
-		return;
-	switch (atomic_load_explicit(&b->state, memory_order_relaxed)) {
-	case US_BUF_CLEAN:
-		us__buf_set_state(b, US_BUF_DIRTY);
-		us__domain_event(o->domain, US_EV_DIRTIED, 1);
-		break;
-	case US_BUF_UNSTABLE:
-		us__buf_unstable_unlink(b);
-		us__buf_set_state(b, US_BUF_DIRTY);
-		us__domain_event(o->domain, US_EV_DIRTIED, 1);
-		break;
-	case US_BUF_WRITEBACK:
-		if (!(b->flags & US_BUF_REDIRTIED)) {
-			b->flags |= US_BUF_REDIRTIED;
-			us__domain_event(o->domain, US_EV_REDIRTIED, 1);
-		}
-		break;
-	default:
-		break;
-	}
+	if (b->attached)
+		dirtying(b);
 }
 
 /*
@@ -664,7 +675,7 @@ slow:
 int us__dirty_slow(us_buf *b, uint64_t *pause_ns)
 {
 	struct us_tcache *tc;
-	uint64_t newly = 0, pause = 0;
+	uint64_t newly, pause = 0;
 	bool wake = false;
 	us_engine *e;
 	int rc;
@@ -719,30 +730,9 @@ int us__dirty_slow(us_buf *b, uint64_t *pause_ns)
 		us__unlock(e);
 		return -EINVAL;
 	}
-	switch (atomic_load(&b->state)) {
-	case US_BUF_UNSTABLE:
-		us__buf_unstable_unlink(b);
-		us__buf_set_state(b, US_BUF_DIRTY);
-		us__domain_event(b->obj->domain, US_EV_DIRTIED, 1);
-		newly = b->length;
-		break;
-	case US_BUF_CLEAN:
-		/* A lock-free writer may queue it meanwhile: its entry will
-		 * find it DIRTY, and only use up its credit. */
-		us__buf_set_state(b, US_BUF_DIRTY);
-		us__domain_event(b->obj->domain, US_EV_DIRTIED, 1);
-		newly = b->length;
-		break;
-	case US_BUF_WRITEBACK:
-		if (!(b->flags & US_BUF_REDIRTIED)) {
-			b->flags |= US_BUF_REDIRTIED;
-			us__domain_event(b->obj->domain, US_EV_REDIRTIED, 1);
-			newly = b->length; /* one more write to come */
-		}
-		break;
-	default: /* DIRTY */
-		break;
-	}
+	/* A lock-free writer may queue a CLEAN b meanwhile: its entry will
+	 * find it DIRTY, and only use up its credit. */
+	newly = dirtying(b);
 	/* Rewriting dirty data pins nothing new: only new bytes are throttled. */
 	rc = us__throttle(b->obj, newly, &pause, &wake);
 	/* This dirtying is progress; the pause or gate after it, a stall. */
@@ -800,12 +790,7 @@ int us_buf_drop(us_buf *b)
 	b->refs = 0;
 	b->attached = false;
 	us__buf_lru_update(b);
-	o->root = us__tree_remove(o->root, b->node.key);
-	o->nbufs--;
-	us__domain_add(d, US_COUNTER(clean), -(int64_t)b->length);
-	us__domain_add(d, US_COUNTER(charged), -(int64_t)b->length);
-	us__domain_add(d, US_COUNTER(buffers), -1);
-	us__domain_event(d, US_EV_UNCHARGES, 1);
+	us__buf_uncharge(b);
 	us__domain_event(d, US_EV_DROPS, 1);
 	us__domain_event(d, US_EV_DROPPED_BYTES, b->length);
 	us__unlock(e);

@@ -92,6 +92,26 @@ void us__names_fini(us_engine *e)
 	e->names_size = e->ndomains = 0;
 }
 
+void us__domain_init(us_domain *d, us_engine *e, us_domain *parent, const char *name,
+		     uint64_t max)
+{
+	d->engine = e;
+	d->credit_gen = us__gen_next();
+	d->parent = parent;
+	d->depth = parent ? parent->depth + 1 : 0;
+	strcpy(d->name, name);
+	us_list_init(&d->children);
+	us_list_init(&d->sibling);
+	us_list_init(&d->lru);
+	us_list_init(&d->wbs);
+	us__turnq_init(&d->gate_q);
+	us__turnq_init(&d->room_q);
+	d->max = max;
+	d->high = US_UNLIMITED;
+	d->bg_ratio = 10;
+	d->dirty_ratio = 20;
+}
+
 int us_domain_create(us_engine *e, us_domain *parent, const char *name, unsigned flags,
 		     us_domain **out)
 {
@@ -125,20 +145,7 @@ int us_domain_create(us_engine *e, us_domain *parent, const char *name, unsigned
 		us__unlock(e);
 		return -ENOMEM;
 	}
-	d->engine = e;
-	d->credit_gen = us__gen_next();
-	d->parent = parent;
-	d->depth = parent->depth + 1;
-	memcpy(d->name, name, len + 1);
-	us_list_init(&d->children);
-	us_list_init(&d->lru);
-	us_list_init(&d->wbs);
-	us__turnq_init(&d->gate_q);
-	us__turnq_init(&d->room_q);
-	d->max = US_UNLIMITED;
-	d->high = US_UNLIMITED;
-	d->bg_ratio = 10;
-	d->dirty_ratio = 20;
+	us__domain_init(d, e, parent, name, US_UNLIMITED);
 	/* Top-level domains and those that ask get an arena while any are left. */
 	if ((parent == e->root || (flags & US_DOMAIN_ARENA)) && us__arena_create(e, &d->arena)) {
 		d->has_arena = d->own_arena = true;

@@ -223,19 +223,7 @@ int us_engine_create(const struct us_engine_options *user, us_engine **out)
 	e->reclaim_timeout_ns = 60 * US_SEC;
 	e->next_expiry_ns = us__now(e) + e->writeback_interval_ns;
 
-	root->engine = e;
-	root->credit_gen = us__gen_next();
-	strcpy(root->name, "root");
-	us_list_init(&root->children);
-	us_list_init(&root->sibling);
-	us_list_init(&root->lru);
-	us_list_init(&root->wbs);
-	us__turnq_init(&root->gate_q);
-	us__turnq_init(&root->room_q);
-	root->max = o.memory_bytes;
-	root->high = US_UNLIMITED;
-	root->bg_ratio = 10;
-	root->dirty_ratio = 20;
+	us__domain_init(root, e, NULL, "root", o.memory_bytes);
 	root->has_arena = root->own_arena = us__arena_create(e, &root->arena);
 	e->root = root;
 	if (us__threads_start(e, o.flusher_threads)) {

@@ -705,6 +705,10 @@ void us__arena_purge(us_engine *e, unsigned ind);
 uint64_t us__arenas_dirty(const unsigned *ind, unsigned n);
 
 /* domain.c */
+/* A new domain's fields (zeroed memory; name fits US_NAME_MAX): the root's
+ * when parent is NULL. Links it nowhere. */
+void us__domain_init(us_domain *d, us_engine *e, us_domain *parent, const char *name,
+		     uint64_t max);
 void us__domain_add(us_domain *d, size_t field, int64_t delta);
 /* Whether d is top or under it. */
 static inline bool us__under(const us_domain *d, const us_domain *top)
@@ -989,6 +993,9 @@ int us__evict_to(us_domain *d, uint64_t target, struct us_list *victims);
 /* d's LRU list changed: restores I8 from d up (O(depth log n), and O(1)
  * when d's oldest stamp did not move). */
 void us__lru_fix(us_domain *d);
+/* Under the lock: takes clean b, off the LRU, out of its object's index
+ * and its domain's charge (an eviction or a drop). */
+void us__buf_uncharge(us_buf *b);
 /* Detaches a clean unreferenced buffer and uncharges it; onto victims. */
 void us__buf_detach(us_buf *b, struct us_list *victims);
 /* Without the lock: tells the evict callbacks, frees. Takes and drops it. */

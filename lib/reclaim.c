@@ -130,6 +130,20 @@ static us_buf *oldest_evictable(us_domain *d)
 	return NULL;
 }
 
+void us__buf_uncharge(us_buf *b)
+{
+	us_object *o = b->obj;
+	us_domain *d = o->domain;
+
+	o->root = us__tree_remove(o->root, b->node.key);
+	b->attached = false;
+	o->nbufs--;
+	us__domain_add(d, US_COUNTER(clean), -(int64_t)b->length);
+	us__domain_add(d, US_COUNTER(charged), -(int64_t)b->length);
+	us__domain_add(d, US_COUNTER(buffers), -1);
+	us__domain_event(d, US_EV_UNCHARGES, 1);
+}
+
 void us__buf_detach(us_buf *b, struct us_list *victims)
 {
 	us_object *o = b->obj;
@@ -140,14 +154,8 @@ void us__buf_detach(us_buf *b, struct us_list *victims)
 	b->on_lru = false;
 	o->nlru--;
 	us__lru_fix(d);
-	o->root = us__tree_remove(o->root, b->node.key);
-	b->attached = false;
-	o->nbufs--;
 	us__domain_add(d, US_COUNTER(evictable), -(int64_t)b->length);
-	us__domain_add(d, US_COUNTER(clean), -(int64_t)b->length);
-	us__domain_add(d, US_COUNTER(charged), -(int64_t)b->length);
-	us__domain_add(d, US_COUNTER(buffers), -1);
-	us__domain_event(d, US_EV_UNCHARGES, 1);
+	us__buf_uncharge(b);
 	us__domain_event(d, US_EV_EVICTIONS, 1);
 	us__domain_progress(d, b->length);
 	us__domain_event(d, US_EV_EVICTED_BYTES, b->length);
