@@ -275,8 +275,8 @@ static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 	 * only to read the size and take the dirty pages: writers wait for
 	 * these chunks' write-back to end before they copy into them
 	 * (unlocked_writeback, ufuse.h). */
-	pthread_rwlock_rdlock(&ino->wb_lock);
-	pthread_rwlock_rdlock(&ino->data_lock);
+	ufs_rwlock_rdlock(&ino->wb_lock, UFS_RANK_WB);
+	ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
 	end = ino->size;
 	/* Chunks written in part since they were clean: their dirty pages
 	 * only. */
@@ -284,7 +284,7 @@ static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 		bits[i] = ufs_pages_take(ino, us_buf_offset(bufs[i]) / UFS_CHUNK_BYTES);
 		partial |= bits[i] != 0;
 	}
-	pthread_rwlock_unlock(&ino->data_lock);
+	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 	if (partial) {
 		err = write_pages(ino->file->fd, bufs, n, bits, end);
 		niov = err > 0 ? err : 0;
@@ -310,7 +310,7 @@ static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 		err = pwritev_all(ino->file->fd, iov, niov, (off_t)offset);
 	niov = niov < 0 ? -niov : niov;
 written:
-	pthread_rwlock_unlock(&ino->wb_lock);
+	ufs_rwlock_unlock(&ino->wb_lock, UFS_RANK_WB);
 	if (bits != stack_bits)
 		free(bits);
 	if (iov != stack_iov)

@@ -176,6 +176,8 @@ struct req {
 	bool eof;
 };
 
+/* Its four locks, ns_lock, send_lock, lock and ac_lock, are ranks 7 to 10
+ * of the client's order (ufuse.h "LOCKS"). */
 struct nb {
 	struct ufs *fs;
 	char *url;
@@ -315,7 +317,7 @@ static bool ac_get(struct nb *nb, const char *path, bool follow, struct stat *st
 	*gen = 0;
 	if (!nb->ac)
 		return false;
-	pthread_mutex_lock(&nb->ac_lock);
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
 	e = &nb->ac[ac_slot(path, follow)];
 	if (e->path && e->follow == follow && strcmp(e->path, path) == 0 &&
 	    mono_ns() < e->until_ns) {
@@ -324,7 +326,7 @@ static bool ac_get(struct nb *nb, const char *path, bool follow, struct stat *st
 		hit = true;
 	}
 	*gen = nb->ac_gen;
-	pthread_mutex_unlock(&nb->ac_lock);
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
 	atomic_fetch_add(hit ? &nb->ac_hits : &nb->ac_misses, 1);
 	return hit;
 }
@@ -337,7 +339,7 @@ static void ac_put(struct nb *nb, const char *path, bool follow, int rc, const s
 
 	if (!nb->ac || (rc != 0 && rc != -ENOENT) || !(copy = strdup(path)))
 		return;
-	pthread_mutex_lock(&nb->ac_lock);
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
 	if (gen == nb->ac_gen) {
 		e = &nb->ac[ac_slot(path, follow)];
 		free(e->path);
@@ -349,7 +351,7 @@ static void ac_put(struct nb *nb, const char *path, bool follow, int rc, const s
 			e->st = *st;
 		e->until_ns = mono_ns() + nb->ac_ttl_ns;
 	}
-	pthread_mutex_unlock(&nb->ac_lock);
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
 	free(copy);
 }
 
@@ -373,7 +375,7 @@ static void ac_forget(struct nb *nb, const char *path)
 
 	if (!nb->ac)
 		return;
-	pthread_mutex_lock(&nb->ac_lock);
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
 	nb->ac_gen++;
 	ac_drop(nb, path);
 	if ((slash = strrchr(path, '/'))) {
@@ -386,7 +388,7 @@ static void ac_forget(struct nb *nb, const char *path)
 			ac_drop(nb, parent);
 		}
 	}
-	pthread_mutex_unlock(&nb->ac_lock);
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
 }
 
 /* Forgets everything. */
@@ -394,13 +396,13 @@ static void ac_clear(struct nb *nb)
 {
 	if (!nb->ac)
 		return;
-	pthread_mutex_lock(&nb->ac_lock);
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
 	nb->ac_gen++;
 	for (size_t i = 0; i < AC_SLOTS; i++) {
 		free(nb->ac[i].path);
 		nb->ac[i].path = NULL;
 	}
-	pthread_mutex_unlock(&nb->ac_lock);
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
 }
 
 static void st_from(struct stat *st, const struct nfs_stat_64 *s)
@@ -814,7 +816,7 @@ static int req_submit(struct nb *nb, struct req *r, bool wait_up)
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 1;
 	r->nb = nb;
-	pthread_mutex_lock(&nb->lock);
+	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 	for (;;) {
 		if (nb->stop) {
 			rc = -ESHUTDOWN;
@@ -825,27 +827,28 @@ static int req_submit(struct nb *nb, struct req *r, bool wait_up)
 			nb->retry = r;
 			nb->inflight++;
 			r->file->inflight++;
-			pthread_mutex_unlock(&nb->lock);
+			ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 			return 0;
 		}
 		if (nb->up && (r->kind != REQ_WRITE || nb->inflight < nb->cap))
 			break;
 		if (!nb->up && !wait_up) {
-			if (pthread_cond_timedwait(&nb->cond, &nb->lock, &until) == ETIMEDOUT &&
-			    !nb->up) {
+			int w = ufs_cond_timedwait(&nb->cond, &nb->lock, &until, UFS_RANK_NFS);
+
+			if (w == ETIMEDOUT && !nb->up) {
 				rc = -ENOTCONN;
 				goto out;
 			}
 			continue;
 		}
-		pthread_cond_wait(&nb->cond, &nb->lock);
+		ufs_cond_wait(&nb->cond, &nb->lock, UFS_RANK_NFS);
 	}
 	if ((rc = req_send(nb, r)) == 0) {
 		nb->inflight++;
 		r->file->inflight++;
 	}
 out:
-	pthread_mutex_unlock(&nb->lock);
+	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 	if (rc == 0)
 		poke(nb);
 	return rc;
@@ -862,10 +865,10 @@ static int req_wait(struct nb *nb, struct req *r)
 		r->done = false;
 		if ((rc = req_submit(nb, r, true)))
 			return rc;
-		pthread_mutex_lock(&nb->lock);
+		ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 		while (!r->done)
-			pthread_cond_wait(&nb->cond, &nb->lock);
-		pthread_mutex_unlock(&nb->lock);
+			ufs_cond_wait(&nb->cond, &nb->lock, UFS_RANK_NFS);
+		ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 		if (r->status != -ENOTCONN && r->status != -EAGAIN)
 			return r->status;
 	}
@@ -944,10 +947,10 @@ static void req_complete(struct nb *nb, struct req *r)
 			us_buf_write_done(r->bufs[i], res, seq, r->status);
 		/* Only now may the file be drained (its object destroyed, the
 		 * file closed): nothing of r's is used after this. */
-		pthread_mutex_lock(&nb->lock);
+		ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 		r->file->inflight--;
 		pthread_cond_broadcast(&nb->cond);
-		pthread_mutex_unlock(&nb->lock);
+		ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 	} else if (r->kind == REQ_COMMIT) {
 		if (r->status) {
 			atomic_fetch_add(&nb->commit_errors, 1);
@@ -964,10 +967,10 @@ static void req_complete(struct nb *nb, struct req *r)
 			us_object_commit_done_epoch(r->obj, r->epoch, r->seq);
 		}
 		/* Only now may the file be drained (rpc_gone()). */
-		pthread_mutex_lock(&nb->lock);
+		ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 		r->file->inflight--;
 		pthread_cond_broadcast(&nb->cond);
-		pthread_mutex_unlock(&nb->lock);
+		ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 	}
 	free(r);
 }
@@ -1115,8 +1118,8 @@ static void wc_down(struct nb *nb, const char *why)
 		return;
 	/* Wakes a sender blocked in sendmsg(), which then lets send_lock go. */
 	shutdown(fd, SHUT_RDWR);
-	pthread_mutex_lock(&nb->send_lock);
-	pthread_mutex_lock(&nb->lock);
+	ufs_mutex_lock(&nb->send_lock, UFS_RANK_NFS_SEND);
+	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 	if (!nb->stop)
 		fprintf(stderr, "unstable-fuse: %s: write connection lost: %s\n", nb->url, why);
 	nb->wup = false;
@@ -1133,9 +1136,9 @@ static void wc_down(struct nb *nb, const char *why)
 		req_finish(nb, r);
 	}
 	pthread_cond_broadcast(&nb->cond);
-	pthread_mutex_unlock(&nb->lock);
+	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 	close(fd);
-	pthread_mutex_unlock(&nb->send_lock);
+	ufs_mutex_unlock(&nb->send_lock, UFS_RANK_NFS_SEND);
 	nb->rlen = 0;
 	nb->rec->len = 0;
 	nb->wbackoff_ms = 50;
@@ -1163,13 +1166,13 @@ static void wc_try_up(struct nb *nb)
 		nb->wbackoff_ms = nb->wbackoff_ms * 2 > 250 ? 250 : nb->wbackoff_ms * 2;
 		return;
 	}
-	pthread_mutex_lock(&nb->send_lock);
-	pthread_mutex_lock(&nb->lock);
+	ufs_mutex_lock(&nb->send_lock, UFS_RANK_NFS_SEND);
+	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 	nb->wfd = fd;
 	nb->wup = true;
 	pthread_cond_broadcast(&nb->cond);
-	pthread_mutex_unlock(&nb->lock);
-	pthread_mutex_unlock(&nb->send_lock);
+	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
+	ufs_mutex_unlock(&nb->send_lock, UFS_RANK_NFS_SEND);
 	atomic_fetch_add(&nb->wreconnects, 1);
 }
 
@@ -1231,9 +1234,9 @@ static void wc_receive(struct nb *nb)
 		if (got < 0)
 			return;
 		nb->rlen += (size_t)got;
-		pthread_mutex_lock(&nb->lock);
+		ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 		used = ufs_rpc_records(nb->rec, nb->rbuf, nb->rlen, wc_reply, nb);
-		pthread_mutex_unlock(&nb->lock);
+		ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 		if (used < 0) {
 			wc_down(nb, "a reply that does not parse");
 			return;
@@ -1249,9 +1252,9 @@ static void wc_check_timeout(struct nb *nb)
 {
 	bool late;
 
-	pthread_mutex_lock(&nb->lock);
+	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 	late = nb->wq && ms_since(&nb->wq->queued) > WC_TIMEOUT_MS;
-	pthread_mutex_unlock(&nb->lock);
+	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 	if (late)
 		wc_down(nb, "no reply in 10 s");
 }
@@ -1268,39 +1271,40 @@ static int wc_slot(struct nb *nb, struct ufs_bfile *f)
 
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 1;
-	pthread_mutex_lock(&nb->lock);
+	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 	for (;;) {
 		if (nb->stop) {
-			pthread_mutex_unlock(&nb->lock);
+			ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 			return -ESHUTDOWN;
 		}
 		if (nb->wup && nb->inflight < nb->cap && f->wslots < NB_FILE_RPCS)
 			break;
 		if (!nb->wup) {
-			if (pthread_cond_timedwait(&nb->cond, &nb->lock, &until) == ETIMEDOUT &&
-			    !nb->wup) {
-				pthread_mutex_unlock(&nb->lock);
+			int w = ufs_cond_timedwait(&nb->cond, &nb->lock, &until, UFS_RANK_NFS);
+
+			if (w == ETIMEDOUT && !nb->wup) {
+				ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 				return -ENOTCONN;
 			}
 			continue;
 		}
-		pthread_cond_wait(&nb->cond, &nb->lock);
+		ufs_cond_wait(&nb->cond, &nb->lock, UFS_RANK_NFS);
 	}
 	nb->inflight++;
 	if (++f->wslots > atomic_load(&nb->peak_file_rpcs))
 		atomic_store(&nb->peak_file_rpcs, f->wslots);
-	pthread_mutex_unlock(&nb->lock);
+	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 	return 0;
 }
 
 /* A slot taken by wc_slot() and not used. */
 static void wc_slot_put(struct nb *nb, struct ufs_bfile *f)
 {
-	pthread_mutex_lock(&nb->lock);
+	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 	nb->inflight--;
 	f->wslots--;
 	pthread_cond_broadcast(&nb->cond);
-	pthread_mutex_unlock(&nb->lock);
+	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 }
 
 /*
@@ -1321,12 +1325,12 @@ static int wc_send(struct nb *nb, struct req *r, struct iovec *iov, int niov)
 	struct msghdr msg = { 0 };
 
 	r->nb = nb;
-	pthread_mutex_lock(&nb->lock);
+	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 	if (!nb->wup || nb->stop) {
 		nb->inflight--;
 		r->file->wslots--;
 		pthread_cond_broadcast(&nb->cond);
-		pthread_mutex_unlock(&nb->lock);
+		ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 		return -ENOTCONN;
 	}
 	r->xid = ++nb->xid;
@@ -1353,7 +1357,7 @@ static int wc_send(struct nb *nb, struct req *r, struct iovec *iov, int niov)
 	h = put32(h, r->count);
 	h = put32(h, (uint32_t)r->stable);
 	h = put32(h, r->count);
-	pthread_mutex_unlock(&nb->lock);
+	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 	iov[0].iov_base = hdr;
 	iov[0].iov_len = (size_t)(h - hdr);
 	if (pad) {
@@ -1364,7 +1368,7 @@ static int wc_send(struct nb *nb, struct req *r, struct iovec *iov, int niov)
 	put32(hdr, 0x80000000u | (uint32_t)(total - 4));
 	msg.msg_iov = iov;
 	msg.msg_iovlen = (size_t)niov;
-	pthread_mutex_lock(&nb->send_lock);
+	ufs_mutex_lock(&nb->send_lock, UFS_RANK_NFS_SEND);
 	/* Gone since it was queued: wc_down() failed it already. */
 	if (nb->wgen == gen && nb->wfd >= 0) {
 		while (total) {
@@ -1389,7 +1393,7 @@ static int wc_send(struct nb *nb, struct req *r, struct iovec *iov, int niov)
 			}
 		}
 	}
-	pthread_mutex_unlock(&nb->send_lock);
+	ufs_mutex_unlock(&nb->send_lock, UFS_RANK_NFS_SEND);
 	return 0;
 }
 
@@ -1405,14 +1409,14 @@ static void reconnect(struct nb *nb)
 		if (c) {
 			uint64_t ms = ms_since(&nb->down_since);
 
-			pthread_mutex_lock(&nb->lock);
+			ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 			nb->data = c;
 			nb->rpc = nfs_get_rpc_context(c);
 			nb->up = true;
 			/* The commits the connection took with it. */
 			resend(nb);
 			pthread_cond_broadcast(&nb->cond);
-			pthread_mutex_unlock(&nb->lock);
+			ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 			atomic_fetch_add(&nb->reconnects, 1);
 			atomic_fetch_add(&nb->outage_ms, ms);
 			atomic_store(&nb->outage_last_ms, ms);
@@ -1453,9 +1457,9 @@ static void *service_main(void *arg)
 		bool down;
 		char sink[256];
 
-		pthread_mutex_lock(&nb->lock);
+		ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 		if (nb->stop && (!nb->up || nb->inflight == 0)) {
-			pthread_mutex_unlock(&nb->lock);
+			ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 			break;
 		}
 		down = !nb->up;
@@ -1463,7 +1467,7 @@ static void *service_main(void *arg)
 			p[0].fd = rpc_get_fd(nb->rpc);
 			p[0].events = (short)rpc_which_events(nb->rpc);
 		}
-		pthread_mutex_unlock(&nb->lock);
+		ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 		if (down) {
 			reconnect(nb);
 			continue;
@@ -1476,7 +1480,7 @@ static void *service_main(void *arg)
 			wc_receive(nb);
 		wc_check_timeout(nb);
 		wc_try_up(nb);
-		pthread_mutex_lock(&nb->lock);
+		ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 		/* With 0 too: libnfs times RPCs out there. */
 		if (rpc_service(nb->rpc, p[0].revents) < 0 || rpc_get_fd(nb->rpc) < 0)
 			go_down(nb);
@@ -1485,7 +1489,7 @@ static void *service_main(void *arg)
 		done = nb->done;
 		nb->done = NULL;
 		nb->done_tail = &nb->done;
-		pthread_mutex_unlock(&nb->lock);
+		ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 		for (; done; done = next) {
 			next = done->next;
 			req_complete(nb, done);
@@ -1513,10 +1517,10 @@ static void nfs_detach(struct ufs *fs)
 
 	if (!nb)
 		return;
-	pthread_mutex_lock(&nb->lock);
+	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 	nb->stop = true;
 	pthread_cond_broadcast(&nb->cond);
-	pthread_mutex_unlock(&nb->lock);
+	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 	if (nb->thread_started) {
 		poke(nb);
 		pthread_join(nb->thread, NULL);
@@ -1565,9 +1569,9 @@ static void nfs_stats(struct ufs *fs, FILE *f)
 	struct nb *nb = nb_of(fs);
 	bool up;
 
-	pthread_mutex_lock(&nb->lock);
+	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 	up = nb->up;
-	pthread_mutex_unlock(&nb->lock);
+	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 	fprintf(f,
 		"backend nfs\n"
 		"nfs_url %s\n"
@@ -1653,11 +1657,11 @@ static int send_pages(struct nb *nb, struct ufs_inode *ino, us_object *obj, us_b
 			wc_slot_put(nb, ino->file);
 			return -ENOMEM;
 		}
-		pthread_rwlock_rdlock(&ino->data_lock);
+		ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
 		end = ino->size;
 		if (us_buf_offset(b) + from >= end) {
 			/* Past the end (a truncate cut it): nothing to keep. */
-			pthread_rwlock_unlock(&ino->data_lock);
+			ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 			wc_slot_put(nb, ino->file);
 			free(r);
 			return 0;
@@ -1676,7 +1680,7 @@ static int send_pages(struct nb *nb, struct ufs_inode *ino, us_object *obj, us_b
 		r->part = p;
 		atomic_fetch_add(&p->left, 1);
 		rc = wc_send(nb, r, iov, 2);
-		pthread_rwlock_unlock(&ino->data_lock);
+		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 		if (rc) {
 			atomic_fetch_sub(&p->left, 1);
 			free(r);
@@ -1709,10 +1713,10 @@ static int nfs_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 		return 0;
 	}
 	/* The pages to write of chunks written in part (0: whole). */
-	pthread_rwlock_rdlock(&ino->data_lock);
+	ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
 	for (i = 0; i < n; i++)
 		bits[i] = ufs_pages_take(ino, us_buf_offset(bufs[i]) / UFS_CHUNK_BYTES);
-	pthread_rwlock_unlock(&ino->data_lock);
+	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 	i = 0;
 	while (i < n) {
 		uint64_t end, start = us_buf_offset(bufs[i]), bytes = 0;
@@ -1752,11 +1756,11 @@ static int nfs_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 			fail_bufs(bufs + i, n - i, -ENOMEM);
 			break;
 		}
-		pthread_rwlock_rdlock(&ino->data_lock);
+		ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
 		end = ino->size;
 		if (start >= end) {
 			/* Wholly past the end (a truncate cut it): nothing to keep. */
-			pthread_rwlock_unlock(&ino->data_lock);
+			ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 			wc_slot_put(nb, ino->file);
 			free(r);
 			for (; i < n; i++)
@@ -1785,7 +1789,7 @@ static int nfs_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 		/* Once queued, r belongs to the service thread, which may
 		 * complete and free it before wc_send() returns here. */
 		rc = wc_send(nb, r, iov, (int)(1 + k));
-		pthread_rwlock_unlock(&ino->data_lock);
+		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 		if (rc) {
 			free(r);
 			fail_bufs(bufs + i, n - i, rc);
@@ -1833,10 +1837,10 @@ static void nfs_drain(struct ufs *fs, struct ufs_bfile *f)
 {
 	struct nb *nb = nb_of(fs);
 
-	pthread_mutex_lock(&nb->lock);
+	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 	while (f->inflight && !(nb->stop && !nb->thread_started))
-		pthread_cond_wait(&nb->cond, &nb->lock);
-	pthread_mutex_unlock(&nb->lock);
+		ufs_cond_wait(&nb->cond, &nb->lock, UFS_RANK_NFS);
+	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1845,9 +1849,9 @@ static void nfs_drain(struct ufs *fs, struct ufs_bfile *f)
 #define NS_BEGIN(fs)               \
 	struct nb *nb = nb_of(fs); \
 	int rc;                    \
-	pthread_mutex_lock(&nb->ns_lock)
-#define NS_END()                            \
-	pthread_mutex_unlock(&nb->ns_lock); \
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS)
+#define NS_END()                                         \
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS); \
 	return rc < 0 ? rc : 0
 
 static struct ufs_bfile *bfile_new(const char *rel)
@@ -1873,7 +1877,7 @@ static int open_path(struct nb *nb, struct ufs_bfile *f, int flags, mode_t mode)
 {
 	int rc;
 
-	pthread_mutex_lock(&nb->ns_lock);
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	if (flags & O_CREAT) {
 		rc = nfs_create(nb->ns, f->path, flags & (O_ACCMODE | O_EXCL | O_CREAT),
 				(int)(mode & 07777), &f->nfh);
@@ -1881,7 +1885,7 @@ static int open_path(struct nb *nb, struct ufs_bfile *f, int flags, mode_t mode)
 	} else {
 		rc = nfs_open(nb->ns, f->path, flags & O_ACCMODE, &f->nfh);
 	}
-	pthread_mutex_unlock(&nb->ns_lock);
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	if (rc == 0)
 		bfile_fh(f);
 	return rc < 0 ? rc : 0;
@@ -1919,9 +1923,9 @@ static int nfs_reopen_rw(struct ufs *fs, struct ufs_bfile *f, struct ufs_bfile *
 		/* Renamed since: the same handle is all the data path needs;
 		 * the namespace calls then use the old name. */
 		if (g->nfh) {
-			pthread_mutex_lock(&nb_of(fs)->ns_lock);
+			ufs_mutex_lock(&nb_of(fs)->ns_lock, UFS_RANK_NFS_NS);
 			nfs_close(nb_of(fs)->ns, g->nfh);
-			pthread_mutex_unlock(&nb_of(fs)->ns_lock);
+			ufs_mutex_unlock(&nb_of(fs)->ns_lock, UFS_RANK_NFS_NS);
 			g->nfh = NULL;
 		}
 		free(g->path);
@@ -1937,12 +1941,12 @@ static void nfs_close_file(struct ufs *fs, struct ufs_bfile *f)
 	struct nb *nb = nb_of(fs);
 
 	nfs_drain(fs, f);
-	pthread_mutex_lock(&nb->ns_lock);
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	if (f->nfh)
 		nfs_close(nb->ns, f->nfh);
 	if (f->dir)
 		nfs_closedir(nb->ns, f->dir);
-	pthread_mutex_unlock(&nb->ns_lock);
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	free(f->path);
 	free(f);
 }
@@ -2099,9 +2103,9 @@ static int nfs_opendir_path(struct ufs *fs, const char *rel, struct ufs_bfile **
 
 	if (!f)
 		return -ENOMEM;
-	pthread_mutex_lock(&nb->ns_lock);
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	rc = nfs_opendir(nb->ns, f->path, &f->dir);
-	pthread_mutex_unlock(&nb->ns_lock);
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	if (rc) {
 		free(f->path);
 		free(f);
@@ -2139,7 +2143,7 @@ static int nfs_readdir_dir(struct ufs *fs, struct ufs_bfile *d, uint64_t off, uf
 	struct nb *nb = nb_of(fs);
 	struct nfsdirent *de;
 
-	pthread_mutex_lock(&nb->ns_lock);
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	if (off == 0)
 		nfs_rewinddir(nb->ns, d->dir);
 	while ((de = nfs_readdir(nb->ns, d->dir))) {
@@ -2149,7 +2153,7 @@ static int nfs_readdir_dir(struct ufs *fs, struct ufs_bfile *d, uint64_t off, uf
 		if (fill(ctx, de->name, &st))
 			break;
 	}
-	pthread_mutex_unlock(&nb->ns_lock);
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	return 0;
 }
 

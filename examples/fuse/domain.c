@@ -225,7 +225,7 @@ us_domain *ufs_domain_for(struct ufs *fs, pid_t pid, uid_t uid)
 
 	if (fs->opt.domain_by == UFS_DOMAIN_NONE)
 		return NULL;
-	pthread_mutex_lock(&fs->dom_lock);
+	ufs_mutex_lock(&fs->dom_lock, UFS_RANK_DOM);
 	if (fs->opt.domain_by == UFS_DOMAIN_UID) {
 		snprintf(key, sizeof(key), "%u", (unsigned)uid);
 		d = domain_get(fs, "uid:", key, "");
@@ -234,7 +234,7 @@ us_domain *ufs_domain_for(struct ufs *fs, pid_t pid, uid_t uid)
 		snprintf(dir, sizeof(dir), "%s%s", fs->cg_mount, key);
 		d = domain_get(fs, "cg", key, dir);
 	}
-	pthread_mutex_unlock(&fs->dom_lock);
+	ufs_mutex_unlock(&fs->dom_lock, UFS_RANK_DOM);
 	/* Unknown (the process is gone, the root cgroup): the root domain. */
 	return d ? d->dom : NULL;
 }
@@ -243,7 +243,7 @@ void ufs_domain_refresh(struct ufs *fs)
 {
 	struct ufs_domain *d;
 
-	pthread_mutex_lock(&fs->dom_lock);
+	ufs_mutex_lock(&fs->dom_lock, UFS_RANK_DOM);
 	for (d = fs->domains; d; d = d->next) {
 		uint64_t max;
 
@@ -255,7 +255,7 @@ void ufs_domain_refresh(struct ufs *fs)
 		if (max != d->applied_max && us_domain_set_limit(d->dom, US_LIMIT_MAX, max) == 0)
 			d->applied_max = max;
 	}
-	pthread_mutex_unlock(&fs->dom_lock);
+	ufs_mutex_unlock(&fs->dom_lock, UFS_RANK_DOM);
 }
 
 static void stat_domain(FILE *f, us_domain *dom, const char *name, const char *cgroup,
@@ -287,15 +287,15 @@ void ufs_stats_write(struct ufs *fs, FILE *f)
 	unsigned nclosed;
 
 	stat_domain(f, us_engine_root(fs->engine), "/", NULL, 0);
-	pthread_mutex_lock(&fs->dom_lock);
+	ufs_mutex_lock(&fs->dom_lock, UFS_RANK_DOM);
 	for (d = fs->domains; d; d = d->next)
 		stat_domain(f, d->dom, us_domain_name(d->dom),
 			    *d->limit_path ? d->limit_path : NULL,
 			    *d->limit_path ? ufs_cgroup_limit(fs, d->limit_path) : 0);
-	pthread_mutex_unlock(&fs->dom_lock);
-	pthread_mutex_lock(&fs->itable_lock);
+	ufs_mutex_unlock(&fs->dom_lock, UFS_RANK_DOM);
+	ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 	nclosed = fs->nclosed + fs->nreaping;
-	pthread_mutex_unlock(&fs->itable_lock);
+	ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 	/* closed_files: files closed and kept until their data is clean
 	 * (fs.c, "Closed files"); fill_bytes: read from the backend for
 	 * writes that cover a page in part (fs.c, "Partial writes"). */

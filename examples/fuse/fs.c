@@ -36,7 +36,7 @@ struct ufs_handle {
 	struct ufs_bfile *file; /* opened with the caller's flags */
 	bool dir;		/* a directory */
 	struct ufs_inode *ino;	/* NULL: not cached, I/O goes to file directly */
-	pthread_mutex_t lock;	/* since */
+	pthread_mutex_t lock;	/* since (rank 2, ufuse.h "LOCKS") */
 	uint64_t since;		/* the errseq cursor of this open file */
 	atomic_bool wrote;	/* a write came through this handle */
 };
@@ -107,13 +107,14 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
-/* Takes l exclusive; when another thread holds it, lets another thread
- * read requests first (loop.c). */
-static void wrlock(pthread_rwlock_t *l)
+/* Takes l (of rank r) exclusive; when another thread holds it, lets
+ * another thread read requests first (loop.c). Only the blocking take is
+ * checked by the witness: a trylock that succeeds cannot deadlock. */
+static void wrlock(pthread_rwlock_t *l, enum ufs_lock_rank r)
 {
-	if (pthread_rwlock_trywrlock(l) != 0) {
+	if (!ufs_rwlock_trywrlock(l, r)) {
 		ufs_loop_yield();
-		pthread_rwlock_wrlock(l);
+		ufs_rwlock_wrlock(l, r);
 	}
 }
 
@@ -284,7 +285,7 @@ static struct ufs_inode *iget(struct ufs *fs, dev_t dev, ino_t ino, const struct
 	*stale = false;
 	while ((i = ifind(fs, dev, ino)) && i->closing) {
 		ufs_loop_yield();
-		pthread_cond_wait(&fs->itable_cond, &fs->itable_lock);
+		ufs_cond_wait(&fs->itable_cond, &fs->itable_lock, UFS_RANK_ITABLE);
 	}
 	if (i) {
 		*stale = st && i->lingering &&
@@ -346,16 +347,16 @@ static struct ufs_inode *inode_get(struct ufs *fs, struct ufs_bfile *f, pid_t pi
 
 	if (fs->opt.no_cache || fs->be->fstat(fs, f, &st) != 0 || !S_ISREG(st.st_mode))
 		return NULL;
-	pthread_mutex_lock(&fs->itable_lock);
+	ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 	/* One being torn down is waited for: a new object would read stale
 	 * data from the backing file while its last data is written back. */
 	ino = iget(fs, st.st_dev, st.st_ino, &st, &stale);
 	if (ino && stale) {
 		/* Closed, and changed behind the cache since (another NFS
 		 * client wrote it): written back, forgotten, read anew. */
-		pthread_mutex_unlock(&fs->itable_lock);
+		ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 		inode_release(fs, ino, false);
-		pthread_mutex_lock(&fs->itable_lock);
+		ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 		ino = iget(fs, st.st_dev, st.st_ino, NULL, &stale);
 	}
 	if (ino)
@@ -392,7 +393,7 @@ static struct ufs_inode *inode_get(struct ufs *fs, struct ufs_bfile *f, pid_t pi
 	ino->next = fs->itable[ihash(ino->dev, ino->ino)];
 	fs->itable[ihash(ino->dev, ino->ino)] = ino;
 out:
-	pthread_mutex_unlock(&fs->itable_lock);
+	ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 	return ino;
 }
 
@@ -404,9 +405,9 @@ static struct ufs_inode *inode_find(struct ufs *fs, const struct stat *st)
 
 	if (!S_ISREG(st->st_mode))
 		return NULL;
-	pthread_mutex_lock(&fs->itable_lock);
+	ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 	ino = iget(fs, st->st_dev, st->st_ino, st, &stale);
-	pthread_mutex_unlock(&fs->itable_lock);
+	ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 	if (ino && stale) {
 		/* Changed behind the cache since it was closed (iget()). */
 		inode_release(fs, ino, false);
@@ -490,7 +491,7 @@ static int inode_times_of(struct ufs *fs, struct ufs_inode *ino);
  * and is freed) or not (it stays, closed). */
 static void inode_teardown_end(struct ufs *fs, struct ufs_inode *ino, int rc)
 {
-	pthread_mutex_lock(&fs->itable_lock);
+	ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 	ino->closing = false;
 	if (ino->reaping) {
 		ino->reaping = false;
@@ -501,7 +502,7 @@ static void inode_teardown_end(struct ufs *fs, struct ufs_inode *ino, int rc)
 	else if (ino->opens == 0)
 		closed_add(fs, ino);
 	pthread_cond_broadcast(&fs->itable_cond);
-	pthread_mutex_unlock(&fs->itable_lock);
+	ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 	if (rc == 0)
 		ifree(fs, ino);
 }
@@ -539,14 +540,14 @@ static void inode_release(struct ufs *fs, struct ufs_inode *ino, bool may_keep)
 	bool gone, keep;
 	int rc;
 
-	pthread_mutex_lock(&fs->itable_lock);
+	ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 	if (--ino->opens > 0) {
-		pthread_mutex_unlock(&fs->itable_lock);
+		ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 		return;
 	}
 	ino->closing = true;
 	keep = may_keep && !fs->opt.close_sync && fs->reaper_on && fs->nclosed < fs->closed_hard;
-	pthread_mutex_unlock(&fs->itable_lock);
+	ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 	if (!keep)
 		ufs_loop_yield(); /* a sync follows */
 
@@ -584,14 +585,14 @@ static void reap(struct ufs *fs)
 	struct ufs_inode *batch[UFS_REAP_BATCH], *ino;
 	int n = 0, i;
 
-	pthread_mutex_lock(&fs->itable_lock);
+	ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 	while (fs->nclosed > fs->closed_soft && n < UFS_REAP_BATCH) {
 		ino = fs->closed_head;
 		closed_del(fs, ino);
 		ino->opens++;
 		batch[n++] = ino;
 	}
-	pthread_mutex_unlock(&fs->itable_lock);
+	ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 	/* Not kept: the release syncs and destroys it (or drops it, if it
 	 * was unlinked meanwhile: an NFS server would refuse its commit for
 	 * ever), unless it was opened again meanwhile. */
@@ -599,7 +600,7 @@ static void reap(struct ufs *fs)
 		inode_release(fs, batch[i], false);
 
 	n = 0;
-	pthread_mutex_lock(&fs->itable_lock);
+	ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 	while ((ino = fs->closed_head) && n < UFS_REAP_BATCH) {
 		closed_del(fs, ino);
 		ino->closing = true;
@@ -611,7 +612,7 @@ static void reap(struct ufs *fs)
 	}
 	/* (One with an error no descriptor was told of is kept for the next
 	 * opener, but past the soft cap: inode_destroy() leaves it.) */
-	pthread_mutex_unlock(&fs->itable_lock);
+	ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 	for (i = 0; i < n; i++) {
 		int rc = inode_destroy(fs, batch[i], false);
 
@@ -625,7 +626,7 @@ static void *reaper_main(void *arg)
 {
 	struct ufs *fs = arg;
 
-	pthread_mutex_lock(&fs->itable_lock);
+	ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 	while (!fs->reaper_stop) {
 		struct timespec t;
 
@@ -635,14 +636,14 @@ static void *reaper_main(void *arg)
 			t.tv_sec++;
 			t.tv_nsec -= 1000000000L;
 		}
-		pthread_cond_timedwait(&fs->reaper_cond, &fs->itable_lock, &t);
+		ufs_cond_timedwait(&fs->reaper_cond, &fs->itable_lock, &t, UFS_RANK_ITABLE);
 		if (fs->reaper_stop || !fs->closed_head)
 			continue;
-		pthread_mutex_unlock(&fs->itable_lock);
+		ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 		reap(fs);
-		pthread_mutex_lock(&fs->itable_lock);
+		ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 	}
-	pthread_mutex_unlock(&fs->itable_lock);
+	ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 	return NULL;
 }
 
@@ -663,9 +664,9 @@ static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 {
 	int rc;
 
-	wrlock(&ino->io_lock);
-	wrlock(&ino->wb_lock);
-	wrlock(&ino->data_lock);
+	wrlock(&ino->io_lock, UFS_RANK_IO);
+	wrlock(&ino->wb_lock, UFS_RANK_WB);
+	wrlock(&ino->data_lock, UFS_RANK_DATA);
 	rc = fs->be->ftruncate(fs, ino->file, size);
 	if (rc == 0) {
 		uint64_t old = ino->size, tail = size % UFS_CHUNK_BYTES;
@@ -688,11 +689,11 @@ static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 			us_buf_put(b);
 		}
 	}
-	pthread_rwlock_unlock(&ino->data_lock);
-	pthread_rwlock_unlock(&ino->wb_lock);
+	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+	ufs_rwlock_unlock(&ino->wb_lock, UFS_RANK_WB);
 	if (rc == 0)
 		drop_from(ino, (size + UFS_CHUNK_BYTES - 1) / UFS_CHUNK_BYTES * UFS_CHUNK_BYTES);
-	pthread_rwlock_unlock(&ino->io_lock);
+	ufs_rwlock_unlock(&ino->io_lock, UFS_RANK_IO);
 	return rc;
 }
 
@@ -713,10 +714,10 @@ static int inode_sync(struct ufs_handle *h, struct ufs_inode *ino)
 
 	ufs_loop_yield();
 	if (h) {
-		pthread_mutex_lock(&h->lock);
+		ufs_mutex_lock(&h->lock, UFS_RANK_HANDLE);
 		rc = us_object_sync(ino->obj, &h->since);
 		err_seen(ino, h->since);
-		pthread_mutex_unlock(&h->lock);
+		ufs_mutex_unlock(&h->lock, UFS_RANK_HANDLE);
 	} else {
 		since = us_object_errseq(ino->obj);
 		rc = us_object_sync(ino->obj, &since);
@@ -786,11 +787,11 @@ static int inode_writeback(struct ufs_handle *h, struct ufs_inode *ino)
 	}
 	free(offs);
 	if (h) {
-		pthread_mutex_lock(&h->lock);
+		ufs_mutex_lock(&h->lock, UFS_RANK_HANDLE);
 		if (us_object_check_error(ino->obj, &h->since, &err) == 1)
 			rc = err;
 		err_seen(ino, h->since);
-		pthread_mutex_unlock(&h->lock);
+		ufs_mutex_unlock(&h->lock, UFS_RANK_HANDLE);
 	}
 	return rc;
 }
@@ -809,10 +810,10 @@ int ufs_engine_stop(struct ufs *fs)
 	if (!fs->engine)
 		return 0;
 	if (fs->reaper_on) {
-		pthread_mutex_lock(&fs->itable_lock);
+		ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 		fs->reaper_stop = true;
 		pthread_cond_signal(&fs->reaper_cond);
-		pthread_mutex_unlock(&fs->itable_lock);
+		ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 		pthread_join(fs->reaper, NULL);
 		fs->reaper_on = false;
 		pthread_cond_destroy(&fs->reaper_cond);
@@ -1001,17 +1002,17 @@ uint32_t ufs_pages_take(struct ufs_inode *ino, uint64_t chunk)
 static void writeback_wait(struct ufs_inode *ino, us_buf *b)
 {
 	ufs_loop_yield();
-	pthread_mutex_lock(&ino->wb_mutex);
+	ufs_mutex_lock(&ino->wb_mutex, UFS_RANK_WB_MUTEX);
 	while (us_buf_state(b) == US_BUF_WRITEBACK)
-		pthread_cond_wait(&ino->wb_cond, &ino->wb_mutex);
-	pthread_mutex_unlock(&ino->wb_mutex);
+		ufs_cond_wait(&ino->wb_cond, &ino->wb_mutex, UFS_RANK_WB_MUTEX);
+	ufs_mutex_unlock(&ino->wb_mutex, UFS_RANK_WB_MUTEX);
 }
 
 void ufs_writeback_done(struct ufs_inode *ino)
 {
-	pthread_mutex_lock(&ino->wb_mutex);
+	ufs_mutex_lock(&ino->wb_mutex, UFS_RANK_WB_MUTEX);
 	pthread_cond_broadcast(&ino->wb_cond);
-	pthread_mutex_unlock(&ino->wb_mutex);
+	ufs_mutex_unlock(&ino->wb_mutex, UFS_RANK_WB_MUTEX);
 }
 
 /*
@@ -1265,7 +1266,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		return (int)fs->be->pwrite(fs, h->file, buf, size, (uint64_t)off);
 	}
 	atomic_store(&h->wrote, true);
-	wrlock(&ino->io_lock);
+	wrlock(&ino->io_lock, UFS_RANK_IO);
 	while (done < size) {
 		uint64_t pos = (uint64_t)off + done, co = pos - pos % UFS_CHUNK_BYTES;
 		uint64_t n = min_u64(size - done, co + UFS_CHUNK_BYTES - pos);
@@ -1306,10 +1307,10 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		 * without one: a fill that fails below leaves it holding only
 		 * the pages past the size, if it cannot be dropped. */
 		if (fresh && fs->be->page_writeback) {
-			wrlock(&ino->data_lock);
+			wrlock(&ino->data_lock, UFS_RANK_DATA);
 			rc = pages_fresh(fs, ino, b, co / UFS_CHUNK_BYTES,
 					 n == UFS_CHUNK_BYTES ? UFS_ALL_PAGES : fresh_valid(ino, co));
-			pthread_rwlock_unlock(&ino->data_lock);
+			ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 			if (rc < 0) {
 				if (us_buf_drop(b) != 0)
 					us_buf_put(b);
@@ -1332,14 +1333,14 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 				break;
 			}
 		}
-		wrlock(&ino->data_lock);
+		wrlock(&ino->data_lock, UFS_RANK_DATA);
 		state = fs->be->unlocked_writeback || fs->be->page_writeback ? us_buf_state(b) :
 									       US_BUF_DIRTY;
 		/* Not into a chunk being written back without data_lock. */
 		while (fs->be->unlocked_writeback && state == US_BUF_WRITEBACK) {
-			pthread_rwlock_unlock(&ino->data_lock);
+			ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 			writeback_wait(ino, b);
-			pthread_rwlock_wrlock(&ino->data_lock);
+			ufs_rwlock_wrlock(&ino->data_lock, UFS_RANK_DATA);
 			state = us_buf_state(b);
 		}
 		memcpy((char *)us_buf_data(b) + (pos - co), buf + done, n);
@@ -1348,7 +1349,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		if (pos + n > ino->size)
 			ino->size = pos + n;
 		ino->mtime = write_time(ino);
-		pthread_rwlock_unlock(&ino->data_lock);
+		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 		/* Throttles this writer: pauses, or waits at the dirty limit
 		 * (the blocking form of us_buf_dirty(), in two steps, so that
 		 * another thread reads requests meanwhile). */
@@ -1364,7 +1365,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		}
 		done += n;
 	}
-	pthread_rwlock_unlock(&ino->io_lock);
+	ufs_rwlock_unlock(&ino->io_lock, UFS_RANK_IO);
 	return done ? (int)done : rc;
 }
 
@@ -1382,9 +1383,9 @@ static int ufs_read(const char *path, char *buf, size_t size, off_t off, struct 
 		return (int)fs->be->pread(fs, h->file, buf, size, (uint64_t)off);
 	}
 	/* Shared with other readers; writers and truncate wait. */
-	if (pthread_rwlock_tryrdlock(&ino->io_lock) != 0) {
+	if (!ufs_rwlock_tryrdlock(&ino->io_lock, UFS_RANK_IO)) {
 		ufs_loop_yield();
-		pthread_rwlock_rdlock(&ino->io_lock);
+		ufs_rwlock_rdlock(&ino->io_lock, UFS_RANK_IO);
 	}
 	end = min_u64((uint64_t)off + size, ino->size);
 	for (pos = (uint64_t)off; pos < end;) {
@@ -1423,7 +1424,7 @@ static int ufs_read(const char *path, char *buf, size_t size, off_t off, struct 
 		pos += n;
 	}
 out:
-	pthread_rwlock_unlock(&ino->io_lock);
+	ufs_rwlock_unlock(&ino->io_lock, UFS_RANK_IO);
 	if (pos > (uint64_t)off)
 		return (int)(pos - (uint64_t)off);
 	return rc;
@@ -1629,12 +1630,12 @@ static struct ufs_inode *hidden_find(struct ufs *fs, const char *path)
 
 	if (!path || !hidden_name(path))
 		return NULL;
-	pthread_mutex_lock(&fs->itable_lock);
+	ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 	for (hd = fs->hidden; hd && strcmp(hd->name, base_name(path)) != 0; hd = hd->next)
 		;
 	if (hd)
 		ino = iget(fs, hd->dev, hd->ino, NULL, &stale);
-	pthread_mutex_unlock(&fs->itable_lock);
+	ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 	return ino;
 }
 
@@ -1645,14 +1646,14 @@ static bool hidden_forget(struct ufs *fs, const char *path)
 
 	if (!hidden_name(path))
 		return false;
-	pthread_mutex_lock(&fs->itable_lock);
+	ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 	for (pp = &fs->hidden; *pp; pp = &(*pp)->next)
 		if (strcmp((*pp)->name, base_name(path)) == 0) {
 			hd = *pp;
 			*pp = hd->next;
 			break;
 		}
-	pthread_mutex_unlock(&fs->itable_lock);
+	ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 	free(hd);
 	return hd != NULL;
 }
@@ -1681,10 +1682,10 @@ static int hidden_make(struct ufs *fs, const char *from, const char *to)
 	hd->dev = ino->dev;
 	hd->ino = ino->ino;
 	if ((rc = fs->be->unlink(fs, rel(from))) == 0) {
-		pthread_mutex_lock(&fs->itable_lock);
+		ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 		hd->next = fs->hidden;
 		fs->hidden = hd;
-		pthread_mutex_unlock(&fs->itable_lock);
+		ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 	} else {
 		free(hd);
 	}
@@ -1710,7 +1711,7 @@ static int ufs_getattr(const char *path, struct stat *st, struct fuse_file_info 
 	if (rc != 0)
 		return rc;
 	if ((ino = inode_find(fs, st))) {
-		pthread_rwlock_rdlock(&ino->data_lock);
+		ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
 		st->st_size = (off_t)ino->size;
 		/* Cached writes not yet on the backing file: their time, and
 		 * the blocks their data will take. */
@@ -1724,7 +1725,7 @@ static int ufs_getattr(const char *path, struct stat *st, struct fuse_file_info 
 				st->st_blocks = blocks;
 		}
 		times_shown(ino, st);
-		pthread_rwlock_unlock(&ino->data_lock);
+		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 		inode_put(fs, ino);
 	}
 	return 0;
@@ -1740,26 +1741,26 @@ static int inode_times_of(struct ufs *fs, struct ufs_inode *ino)
 	struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT } };
 	int rc = 0;
 
-	pthread_rwlock_rdlock(&ino->data_lock);
+	ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
 	tv[1] = ino->mtime;
-	pthread_rwlock_unlock(&ino->data_lock);
+	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 	if (!tv[1].tv_sec)
 		return 0;
 	rc = fs->be->futimens(fs, ino->file, tv);
-	pthread_rwlock_wrlock(&ino->data_lock);
+	ufs_rwlock_wrlock(&ino->data_lock, UFS_RANK_DATA);
 	/* A write since: its time is still to come. */
 	if (!rc && ino->mtime.tv_sec == tv[1].tv_sec && ino->mtime.tv_nsec == tv[1].tv_nsec)
 		ino->mtime.tv_sec = 0;
-	pthread_rwlock_unlock(&ino->data_lock);
+	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 	return rc;
 }
 
 /* Explicit times replace those of the cached writes. */
 static void inode_times_set(struct ufs_inode *ino)
 {
-	pthread_rwlock_wrlock(&ino->data_lock);
+	ufs_rwlock_wrlock(&ino->data_lock, UFS_RANK_DATA);
 	ino->mtime.tv_sec = 0;
-	pthread_rwlock_unlock(&ino->data_lock);
+	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 }
 
 static int ufs_truncate(const char *path, off_t size, struct fuse_file_info *fi)

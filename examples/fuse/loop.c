@@ -69,7 +69,7 @@ enum {
 
 struct ufs_loop {
 	struct fuse_session *se;
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;	   /* the last rank (ufuse.h "LOCKS"): a leaf */
 	pthread_cond_t cond;	   /* the reading is free; the loop ended */
 	pthread_cond_t done_cond; /* a thread ended */
 	bool reading;		   /* some thread is the reader */
@@ -111,14 +111,14 @@ void ufs_loop_yield(void)
 	if (!is_reader)
 		return;
 	is_reader = false;
-	pthread_mutex_lock(&l->lock);
+	ufs_mutex_lock(&l->lock, UFS_RANK_LOOP);
 	l->reading = false;
 	if (l->idle)
 		pthread_cond_signal(&l->cond);
 	else if (l->threads < l->max_threads)
 		spawn(l);
 	/* else the next thread done with its request reads */
-	pthread_mutex_unlock(&l->lock);
+	ufs_mutex_unlock(&l->lock, UFS_RANK_LOOP);
 }
 
 /*
@@ -191,10 +191,10 @@ static void cancelled(void *arg)
 {
 	struct worker *w = arg;
 
-	pthread_mutex_lock(&w->l->lock);
+	ufs_mutex_lock(&w->l->lock, UFS_RANK_LOOP);
 	w->l->threads--;
 	pthread_cond_broadcast(&w->l->done_cond);
-	pthread_mutex_unlock(&w->l->lock);
+	ufs_mutex_unlock(&w->l->lock, UFS_RANK_LOOP);
 	free(w->buf.mem);
 }
 
@@ -204,18 +204,18 @@ static void *worker(void *arg)
 	struct ufs_loop *l = w.l;
 
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-	pthread_mutex_lock(&l->lock);
+	ufs_mutex_lock(&l->lock, UFS_RANK_LOOP);
 	for (;;) {
 		while (l->reading && !l->done) {
 			l->idle++;
-			pthread_cond_wait(&l->cond, &l->lock);
+			ufs_cond_wait(&l->cond, &l->lock, UFS_RANK_LOOP);
 			l->idle--;
 		}
 		if (l->done)
 			break;
 		l->reading = true;
 		l->reader = pthread_self();
-		pthread_mutex_unlock(&l->lock);
+		ufs_mutex_unlock(&l->lock, UFS_RANK_LOOP);
 		is_reader = true;
 		while (is_reader) {
 			int rc;
@@ -231,7 +231,7 @@ static void *worker(void *arg)
 				continue;
 			if (rc <= 0 || fuse_session_exited(l->se)) {
 				is_reader = false;
-				pthread_mutex_lock(&l->lock);
+				ufs_mutex_lock(&l->lock, UFS_RANK_LOOP);
 				end(l, rc < 0 && rc != -ENODEV ? rc : 0);
 				goto out;
 			}
@@ -239,12 +239,12 @@ static void *worker(void *arg)
 				ufs_loop_yield();
 			fuse_session_process_buf(l->se, &w.buf);
 		}
-		pthread_mutex_lock(&l->lock);
+		ufs_mutex_lock(&l->lock, UFS_RANK_LOOP);
 	}
 out:
 	l->threads--;
 	pthread_cond_broadcast(&l->done_cond);
-	pthread_mutex_unlock(&l->lock);
+	ufs_mutex_unlock(&l->lock, UFS_RANK_LOOP);
 	free(w.buf.mem);
 	return NULL;
 }
@@ -260,7 +260,7 @@ int ufs_loop_run(struct fuse_session *se, unsigned max_threads, bool quick_names
 	pthread_cond_init(&l.cond, NULL);
 	pthread_cond_init(&l.done_cond, NULL);
 	the_loop = &l;
-	pthread_mutex_lock(&l.lock);
+	ufs_mutex_lock(&l.lock, UFS_RANK_LOOP);
 	spawn(&l);
 	/* The main thread takes the signals that end the loop (libfuse's
 	 * handlers mark the session exited): it looks every 100 ms. */
@@ -273,7 +273,7 @@ int ufs_loop_run(struct fuse_session *se, unsigned max_threads, bool quick_names
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000;
 		}
-		pthread_cond_timedwait(&l.done_cond, &l.lock, &until);
+		ufs_cond_timedwait(&l.done_cond, &l.lock, &until, UFS_RANK_LOOP);
 		if (fuse_session_exited(se) && !l.done) {
 			bool reading = l.reading;
 			pthread_t reader = l.reader;
@@ -290,8 +290,8 @@ int ufs_loop_run(struct fuse_session *se, unsigned max_threads, bool quick_names
 	/* Threads finish what they serve (as libfuse's loop waits for its
 	 * own), then see the end; a reader in read() is cancelled there. */
 	while (l.threads)
-		pthread_cond_wait(&l.done_cond, &l.lock);
+		ufs_cond_wait(&l.done_cond, &l.lock, UFS_RANK_LOOP);
 	err = l.err;
-	pthread_mutex_unlock(&l.lock);
+	ufs_mutex_unlock(&l.lock, UFS_RANK_LOOP);
 	return err;
 }

@@ -44,33 +44,84 @@
  * shorter until its tail is written back); bytes of a cached chunk past the
  * logical size are always zero.
  *
- * LOCKS, in the order they are taken
+ * LOCKS
  *
- *   fs->itable_lock  the inode table and each inode's open count.
- *   ino->io_lock     rwlock: writers and truncate exclusive, readers shared.
- *                    It is what makes a chunk's read-modify-write fill
- *                    invisible to others. Held across blocking engine calls
- *                    (reclaim, throttle): the engine's callbacks never take it.
- *   ino->wb_lock     rwlock: the directory backend's write-back of a run
- *                    (shared, across its pwrite) against truncate
- *                    (exclusive), so that a run read before a truncate is
- *                    not written past the new end after it. Writers do not
- *                    take it: a writer copies into a chunk only when it is
- *                    not under write-back (checked under data_lock, which
- *                    the flush takes before it writes), else waits for
- *                    that write-back on wb_cond (stable chunks, as the
- *                    kernel's stable pages), so that a sequential writer
- *                    fills new chunks while the old are written. Not held
- *                    across drop_from() (which waits for write-backs).
- *   ino->wb_mutex    with wb_cond: a writer waiting for a chunk's
- *                    write-back, the flush's broadcast once it completed
- *                    its buffers (a leaf).
- *   ino->data_lock   rwlock over the chunks' payload and the logical size:
- *                    copying in (exclusive) against the flush callback's
- *                    reading of the size and the dirty pages (shared; not
- *                    across its pwrite). Never held across an engine call
- *                    that may call a callback.
- *   fs->dom_lock     the domain table (a leaf).
+ * The client's locks, outermost first: a thread takes a lock only while it
+ * holds none of the same or a later rank (enum ufs_lock_rank below). Builds
+ * with US_WITNESS check it at every lock taken (witness.h); every lock and
+ * unlock goes through the helpers there, named with the lock's rank.
+ *
+ * The engine's own locks are not in this order: they are taken inside the
+ * engine's calls, which the client makes with its locks held (us_buf_get()
+ * under io_lock, us_object_sync() under a handle's lock), and the engine
+ * calls the backend's flush and commit back on whatever thread writes back
+ * (a flusher, a writer reclaiming room, an fsync, a close). So those
+ * callbacks take their locks (wb_lock, data_lock, wb_mutex, the NFS
+ * backend's) over whatever client locks that thread already holds, which
+ * are of ranks 1 to 3 only: data_lock and wb_lock are never held across an
+ * engine call that may call back.
+ *
+ *   1 fs->itable_lock  the inode table, each inode's open count, the hidden
+ *                      names and the list of closed files (fs.c). Held
+ *                      across a new inode's reopen and fstat by the backend,
+ *                      its object's creation and its domain's lookup
+ *                      (inode_get()), and across the wait for an inode
+ *                      being torn down (itable_cond; the request loop
+ *                      yielded).
+ *   2 h->lock          an open file's errseq cursor (fs.c struct
+ *                      ufs_handle). Held across us_object_sync(), whose
+ *                      write-back and commit call the backend on this
+ *                      thread (ranks 4 to 10). Never with io_lock.
+ *   3 ino->io_lock     rwlock: writers and truncate exclusive, readers shared.
+ *                      It is what makes a chunk's read-modify-write fill
+ *                      invisible to others. Held across blocking engine calls
+ *                      (reclaim, throttle), which may flush any inode on this
+ *                      thread: the engine's callbacks never take it.
+ *   4 ino->wb_lock     rwlock: the directory backend's write-back of a run
+ *                      (shared, across its pwrite) against truncate
+ *                      (exclusive), so that a run read before a truncate is
+ *                      not written past the new end after it. Writers do not
+ *                      take it: a writer copies into a chunk only when it is
+ *                      not under write-back (checked under data_lock, which
+ *                      the flush takes before it writes), else waits for
+ *                      that write-back on wb_cond (stable chunks, as the
+ *                      kernel's stable pages), so that a sequential writer
+ *                      fills new chunks while the old are written. Not held
+ *                      across drop_from() (which waits for write-backs).
+ *   5 ino->data_lock   rwlock over the chunks' payload, the page map and the
+ *                      logical size: copying in (exclusive) against the
+ *                      flush callback's reading of the size and the dirty
+ *                      pages (shared; the directory backend's not across its
+ *                      pwrite, the NFS backend's across the sendmsg() of one
+ *                      WRITE3). A truncate holds it exclusive across the
+ *                      backend's ftruncate and fstat (ranks 7 to 10). Never
+ *                      held across an engine call that may call a callback.
+ *   6 ino->wb_mutex    with wb_cond: a writer waiting for a chunk's
+ *                      write-back (data_lock given back first), the flush's
+ *                      broadcast once it completed its buffers (a leaf).
+ *   7 nb->ns_lock      the NFS backend's namespace context, across each of
+ *                      its synchronous calls (backend_nfs.c).
+ *   8 nb->send_lock    the NFS write connection's socket, across a WRITE3's
+ *                      sendmsg() (under data_lock, shared); before nb->lock
+ *                      when the connection is dropped or made again.
+ *   9 nb->lock         the NFS data context, its RPC slots, the requests in
+ *                      flight; held across rpc_service() and the parsing of
+ *                      write replies, whose callbacks take no other lock.
+ *  10 nb->ac_lock      the NFS attribute cache (a leaf; taken under ns_lock
+ *                      by the calls that change names).
+ *  11 fs->dom_lock     the domain table (a leaf; under itable_lock when a new
+ *                      inode's domain is looked up).
+ *  12 l->lock          the request loop's hand-over of the reading (loop.c;
+ *                      a leaf): ufs_loop_yield() takes it with any of the
+ *                      above held, before a blocking take, a backend's read,
+ *                      a wait.
+ *
+ * No two locks of one rank are ever held at once, and the witness aborts on
+ * a second one as on a reversal: no operation locks two inodes (rename,
+ * link and unlink go to the backend by name, then look an inode up, one at
+ * a time), and a flush the engine runs on a writer's thread may be another
+ * inode's, but takes only that inode's wb_lock and data_lock under the
+ * writer's io_lock, never a second io_lock.
  */
 #ifndef UFUSE_H
 #define UFUSE_H
@@ -85,6 +136,25 @@
 #include <unstable/unstable.h>
 
 #include "backend.h"
+
+/* The ranks of the client's locks, outermost first ("LOCKS" above). */
+enum ufs_lock_rank {
+	UFS_RANK_ITABLE = 1,
+	UFS_RANK_HANDLE = 2,
+	UFS_RANK_IO = 3,
+	UFS_RANK_WB = 4,
+	UFS_RANK_DATA = 5,
+	UFS_RANK_WB_MUTEX = 6,
+	UFS_RANK_NFS_NS = 7,
+	UFS_RANK_NFS_SEND = 8,
+	UFS_RANK_NFS = 9,
+	UFS_RANK_NFS_AC = 10,
+	UFS_RANK_DOM = 11,
+	UFS_RANK_LOOP = 12,
+};
+
+/* The witness, and the lock helpers every lock site goes through. */
+#include "witness.h"
 
 #define UFS_CHUNK_BYTES ((uint64_t)128 << 10)
 
