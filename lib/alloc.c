@@ -283,21 +283,8 @@ uint64_t us__arenas_dirty(const unsigned *ind, unsigned n)
 #endif
 }
 
-int us_domain_purge(us_domain *d)
+void us__buf_free(us_engine *e, us_buf *b)
 {
-	us_engine *e;
-	bool has;
-	unsigned ind;
-
-	if (!d)
-		return -EINVAL;
-	e = d->engine;
-	us__lock(e);
-	has = d->has_arena;
-	ind = d->arena;
-	us__unlock(e);
-	/* Purging walks the arena's extents: done without the engine lock. */
-	if (has)
-		us__arena_purge(e, ind);
-	return 0;
+	us__payload_free(e, b->data, b->length);
+	us__meta_free(e, b, sizeof(*b));
 }

@@ -1,33 +1,12 @@
 /*
- * Domains: the accounting tree, its limits and its counters.
+ * Domains: the API of the accounting tree (creation, limits, statistics)
+ * and the table of their names. Their counters are counters.c's.
  *
  * SPDX-License-Identifier: MIT
- *
- * Every counter of a domain covers its whole subtree (invariant I1), so a
- * change to a buffer walks from its domain up to the root: O(depth), and
- * reading any domain's figures is O(1).
  */
 #include "internal.h"
 
 #include <stdio.h>
-
-void us__domain_add(us_domain *d, size_t field, int64_t delta)
-{
-	for (; d; d = d->parent) {
-		uint64_t *c = (uint64_t *)((char *)&d->c + field);
-
-		assert(delta >= 0 || *c >= (uint64_t)-delta);
-		*c += (uint64_t)delta;
-		if (field == US_COUNTER(charged) && d->c.charged > d->peak_charged)
-			d->peak_charged = d->c.charged;
-	}
-}
-
-void us__domain_event(us_domain *d, enum us_event ev, uint64_t n)
-{
-	for (; d; d = d->parent)
-		d->ev[ev] += n;
-}
 
 static bool in_engine(const us_domain *d, const us_engine *e)
 {
@@ -90,26 +69,6 @@ void us__names_fini(us_engine *e)
 	us__meta_free(e, e->names, e->names_size * sizeof(*e->names));
 	e->names = NULL;
 	e->names_size = e->ndomains = 0;
-}
-
-void us__domain_init(us_domain *d, us_engine *e, us_domain *parent, const char *name,
-		     uint64_t max)
-{
-	d->engine = e;
-	d->credit_gen = us__gen_next();
-	d->parent = parent;
-	d->depth = parent ? parent->depth + 1 : 0;
-	strcpy(d->name, name);
-	us_list_init(&d->children);
-	us_list_init(&d->sibling);
-	us_list_init(&d->lru);
-	us_list_init(&d->wbs);
-	us__turnq_init(&d->gate_q);
-	us__turnq_init(&d->room_q);
-	d->max = max;
-	d->high = US_UNLIMITED;
-	d->bg_ratio = 10;
-	d->dirty_ratio = 20;
 }
 
 int us_domain_create(us_engine *e, us_domain *parent, const char *name, unsigned flags,
@@ -359,29 +318,6 @@ int us_domain_effective_limits(const us_domain *d, struct us_domain_limits *out)
 	return 0;
 }
 
-void us__stall_note(us_object *o, bool progress, uint64_t wait)
-{
-	uint64_t now = us__now(o->engine);
-	us_domain *a;
-
-	if (o->stall_wait_ns) {
-		uint64_t served = now > o->stall_mark_ns ? now - o->stall_mark_ns : 0;
-
-		o->stall_acc_ns = sat_add(o->stall_acc_ns, min_u64(served, o->stall_wait_ns));
-		us__wb_writer_note(o, 0, min_u64(served, o->stall_wait_ns));
-		o->stall_wait_ns = 0;
-		for (a = o->domain; a; a = a->parent)
-			if (o->stall_acc_ns > a->max_stall_seen_ns)
-				a->max_stall_seen_ns = o->stall_acc_ns;
-	}
-	if (progress)
-		o->stall_acc_ns = 0;
-	if (wait) {
-		o->stall_wait_ns = wait;
-		o->stall_mark_ns = now;
-	}
-}
-
 #define US_DOMAIN_STATS_V1 offsetof(struct us_domain_stats, max_stall_ns)
 
 int us_domain_stats(const us_domain *d, struct us_domain_stats *st)
@@ -509,4 +445,23 @@ int us_domain_stat_text(const us_domain *d, char *buf, size_t len)
 	STAT_FIELDS(X)
 #undef X
 	return at > INT32_MAX ? -EINVAL : (int)at;
+}
+
+int us_domain_purge(us_domain *d)
+{
+	us_engine *e;
+	bool has;
+	unsigned ind;
+
+	if (!d)
+		return -EINVAL;
+	e = d->engine;
+	us__lock(e);
+	has = d->has_arena;
+	ind = d->arena;
+	us__unlock(e);
+	/* Purging walks the arena's extents: done without the engine lock. */
+	if (has)
+		us__arena_purge(e, ind);
+	return 0;
 }

@@ -49,75 +49,6 @@ const char *us_strerror(int err)
 /* Engine ids, never reused: a thread's cache slot names its engine by id. */
 static _Atomic uint64_t engine_ids;
 
-void us__lock_nodrain(us_engine *e)
-{
-	int rc;
-
-	us__witness_take(US_LOCK_ENGINE);
-	rc = pthread_mutex_lock(&e->lock);
-
-	assert(rc == 0);
-	(void)rc;
-}
-
-void us__lock(us_engine *e)
-{
-	us__lock_nodrain(e);
-	/* Whoever holds the lock sees every dirtying accounted. */
-	us__tcache_drain(e);
-}
-
-void us__lock_domain(us_engine *e, us_domain *d)
-{
-	us__lock_nodrain(e);
-	us__tcache_drain_domain(e, d);
-}
-
-void us__unlock(us_engine *e)
-{
-	int rc = pthread_mutex_unlock(&e->lock);
-
-	assert(rc == 0);
-	(void)rc;
-	us__witness_drop(US_LOCK_ENGINE);
-}
-
-uint64_t us__now(us_engine *e)
-{
-	struct timespec ts;
-
-	switch (e->clock) {
-	case US_CLOCK_VIRTUAL:
-		return atomic_load_explicit(&e->vclock_ns, memory_order_acquire);
-	case US_CLOCK_CUSTOM:
-		return e->clock_fn(e->clock_ctx);
-	case US_CLOCK_MONOTONIC:
-	default:
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	}
-}
-
-uint64_t us_engine_now(us_engine *e)
-{
-	return e ? us__now(e) : 0;
-}
-
-int us_engine_clock_advance(us_engine *e, uint64_t delta_ns)
-{
-	uint64_t cur;
-
-	if (!e || e->clock != US_CLOCK_VIRTUAL)
-		return -EINVAL;
-	cur = atomic_load_explicit(&e->vclock_ns, memory_order_relaxed);
-	do {
-		if (cur > UINT64_MAX - delta_ns)
-			return -EINVAL;
-	} while (!atomic_compare_exchange_weak(&e->vclock_ns, &cur, cur + delta_ns));
-	us__kick(e); /* flushers wait on the virtual clock */
-	return 0;
-}
-
 static uint64_t physical_memory(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
@@ -384,4 +315,69 @@ int us_engine_destroy(us_engine *e)
 		us__meta_free(&boot, e, sizeof(*e));
 	}
 	return 0;
+}
+
+/*
+ * Whether destroying can succeed by waiting: no sync exists and everything
+ * is clean and unreferenced, or some object is busy (a flush or commit call
+ * still returning on another thread, a commit request or an eviction being
+ * finished): those end by themselves, and a flush call's buffers, clean
+ * once it has completed them inside the call, stay pinned until it returns.
+ * If one is busy, this waits for the last busy count to drop (it kicks the
+ * idle_waiters), or 10 ms. A sync the host keeps, or data not clean or held
+ * with nothing busy, does not end by itself, and makes this false.
+ */
+static bool settle(us_engine *e)
+{
+	struct us_list *pos, *opos;
+	bool busy = false;
+
+	us__lock(e);
+	us_list_for_each (pos, &e->backends) {
+		us_backend *b = us_container_of(pos, us_backend, link);
+
+		us_list_for_each (opos, &b->objects)
+			busy |= us_container_of(opos, us_object, link)->busy != 0;
+	}
+	if (!us_list_empty(&e->syncs) || (!busy && e->root->c.charged != e->root->c.evictable)) {
+		us__unlock(e);
+		return false;
+	}
+	e->idle_waiters += busy;
+	us__unlock(e);
+	if (busy) {
+		us__wait_progress(e, 10 * US_MSEC);
+		us__lock(e);
+		e->idle_waiters--;
+		us__unlock(e);
+	}
+	return true;
+}
+
+int us_engine_shutdown(us_engine *e)
+{
+	int rc;
+
+	if (!e)
+		return -EINVAL;
+	if (us__in_callback(e))
+		return -EDEADLK;
+	if (!e->shutdown) {
+		rc = us__sync_start(e, NULL, e->root, US_REASON_SHUTDOWN, NULL, NULL, &e->shutdown);
+		if (rc)
+			return rc;
+	}
+	if (e->nthreads)
+		us__sync_wait(e, e->shutdown);
+	else if (us_sync_done(e->shutdown) != 1)
+		return -EBUSY; /* polled mode: poll, and call again */
+	us_sync_free(e->shutdown);
+	e->shutdown = NULL;
+	rc = us_engine_destroy(e);
+	/* Threaded: the last completions can come from inside a callback that
+	 * has not returned yet (a flusher thread finishing a flush or commit
+	 * call); wait for it rather than fail. */
+	while (rc == -EBUSY && e->nthreads && settle(e))
+		rc = us_engine_destroy(e);
+	return rc;
 }

@@ -49,7 +49,7 @@
  *   from       to         function
  *   (none)     CLEAN      us_buf_get()                 buf.c
  *   CLEAN      DIRTY      us_buf_dirty() locked, or the drain of its
- *                         lock-free queueing (us__drain_buf())  buf.c
+ *                         lock-free queueing (us__drain_buf())  state.c
  *   UNSTABLE   DIRTY      us_buf_dirty()               buf.c
  *   WRITEBACK  +REDIRTIED us_buf_dirty()               buf.c
  *   DIRTY      WRITEBACK  us_object_flush()            writeback.c
@@ -73,6 +73,42 @@
  * us__lock_domain() drains one domain's, us__lock_nodrain() none (see
  * tcache.c for who may use them).
  * Fork: a child process must not use an engine of its parent.
+ *
+ * LAYERS, bottom to top: a file uses only files of lower layers, so that a
+ * reader can start at the bottom and find every name a file uses already
+ * read. tests/layers.sh checks it from the symbol tables of the library's
+ * objects: a use of a file of the same or a higher layer fails it.
+ *
+ *    1  tree.c       balanced trees: the object index, the LRU of domains,
+ *                    the queues of waiters.
+ *    2  alloc.c      memory: metadata, payloads, buffers, jemalloc arenas and
+ *                    pools.
+ *    3  witness.c    the lock order witness (builds with US_WITNESS).
+ *    4  lock.c       the engine lock (without the drain), clock, generations.
+ *    5  thread.c     wake-ups, waits, sleeps, callback frames.
+ *    6  counters.c   a domain's counters and events; its fields' set-up;
+ *                    credit revocation.
+ *    7  wb.c         writeback contexts: bandwidth, pipeline, shares; the
+ *                    writers' stalls.
+ *    8  turn.c       the gates' queues of waiting writers.
+ *    9  reclaim.c    charges, eviction and the LRU.
+ *   10  state.c      the buffer state machine and its accounting, the drain
+ *                    of a queued dirtying.
+ *   11  tcache.c     the writer caches: lock-free credit, queues, drains;
+ *                    the engine lock that drains (us__lock()).
+ *   12  writeback.c  collecting runs of dirty buffers and issuing them.
+ *   13  commit.c     commit completions and losses; us_object_commit().
+ *   14  object.c     objects.
+ *   15  throttle.c   the throttle's model, memory.high, lock-free credit.
+ *   16  policy.c     the commit policy and reclaim beyond eviction.
+ *   17  domain.c     the domain API (creation, limits, statistics), names.
+ *   18  buf.c        the buffer API and the dirtying's fast paths.
+ *   19  sync.c       syncs.
+ *   20  poll.c       the poll: writeback turns, samples, expiry.
+ *   21  check.c      us_engine_check().
+ *   22  flusher.c    the flusher threads.
+ *   23  engine.c     the engine's set-up, parameters and end (shutdown
+ *                    included); error names.
  */
 #ifndef US_INTERNAL_H
 #define US_INTERNAL_H
@@ -691,6 +727,8 @@ void us__unlock(us_engine *e);
 uint64_t us__now(us_engine *e);
 
 /* alloc.c */
+/* Frees b and its payload. */
+void us__buf_free(us_engine *e, us_buf *b);
 void *us__meta_alloc(us_engine *e, size_t size); /* zeroed */
 void us__names_fini(us_engine *e);		 /* frees the domain name table (domain.c) */
 void us__meta_free(us_engine *e, void *p, size_t size);
@@ -740,15 +778,16 @@ static inline bool us__stalling(const us_object *o)
 {
 	return o->stall_acc_ns || o->stall_wait_ns;
 }
-/* us__reclaim() with the stall of o's writer noted (buf.c). */
+/* us__reclaim() with the stall of o's writer noted (policy.c). */
 int us__reclaim_step(us_object *o, uint64_t len, uint64_t *retry_ns);
 
-/* buf.c: state changes with their accounting. Called with the lock held. */
+/* state.c: state changes with their accounting. Called with the lock held. */
 void us__buf_set_state(us_buf *b, enum us_buf_state to);
+/* The state change of a write into b; the bytes it pins anew. */
+uint64_t us__buf_dirtying(us_buf *b);
 void us__buf_lru_update(us_buf *b);
 void us__buf_unstable_unlink(us_buf *b);
 void us__buf_unstable_link(us_buf *b, uint64_t seq);
-void us__buf_free(us_engine *e, us_buf *b);
 void us__obj_record_error(us_object *o, int err);
 /* A write of o failed: its dirty data waits 100 ms, doubling to 5 s. */
 void us__obj_backoff(us_object *o);
@@ -848,7 +887,7 @@ void us__tcache_engine_fini(us_engine *e);
  */
 uint64_t us__rewrite_barrier_due(us_engine *e);
 bool us__rewrite_barrier(us_engine *e, uint64_t moves);
-/* buf.c: applies one queued lock-free dirtying. */
+/* state.c: applies one queued lock-free dirtying. */
 void us__drain_buf(us_engine *e, us_buf *b);
 
 /* policy.c: the commit policy (called by the poll, lock held; it drops the
@@ -862,14 +901,47 @@ void us__commit_issue(us_engine *e, struct us_commit_req *list);
 /* commit.c, without the lock: asks bk to commit o (its sync callback when
  * o is NULL or bk has no commit callback), marked as inside a callback. */
 int us__commit_call(us_backend *bk, us_object *o, enum us_reason reason);
+
+/* A running sync: its scope, the sequence number of its start, and the
+ * bytes of its scope it still waits for, by state, which state.c keeps
+ * counted as buffers move (us__sync_account()). */
+struct us_sync {
+	us_engine *e;
+	us_object *o; /* the scope: o, or d's subtree when o is NULL */
+	us_domain *d;
+	uint64_t seq;
+	enum us_reason reason;
+	us_sync_cb cb;
+	void *ctx;
+	bool done, notified;
+	struct us_list link; /* e->syncs */
+	uint64_t nwait[4];   /* bytes it waits for, by state */
+};
+
+/* Whether o is in s's scope. */
+static inline bool us__sync_in_scope(const us_sync *s, const us_object *o)
+{
+	return s->o ? s->o == o : us__under(o->domain, s->d);
+}
+
 /* sync.c: steps every running sync (poll; lock held, dropped around the
  * callbacks). */
 void us__sync_poll(us_engine *e);
+/* Starts a sync of o, or of d's subtree (o NULL), for reason; cb called
+ * when it ends (us_object_sync_start()). */
+int us__sync_start(us_engine *e, us_object *o, us_domain *d, enum us_reason reason,
+		   us_sync_cb cb, void *ctx, us_sync **out);
+/* Threaded mode: waits until s ends, then gives its result. */
+int us__sync_wait(us_engine *e, us_sync *s);
 bool us__sync_counts_ok(us_engine *e);
-/* A buffer changes state: the syncs waiting for it count it (account()). */
+/* state.c: a buffer changes state: the syncs waiting for it count it
+ * (account()). */
 void us__sync_account(us_buf *b, enum us_buf_state from, enum us_buf_state to);
-int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns);
+/* state.c: o's commit in flight ends once no unstable buffer it covers is
+ * left. */
 void us__commit_retire(us_object *o);
+/* policy.c: reclaim beyond eviction for a charge of len. */
+int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns);
 
 static inline uint64_t min_u64(uint64_t a, uint64_t b)
 {
@@ -943,10 +1015,19 @@ int us__flush_request(us_object *o, enum us_reason reason, struct us_flush_req *
 /* Without the lock: issues the flushes, then the commits; empties both. */
 void us__issue(us_engine *e, struct us_flush_req **flushes, struct us_commit_req **commits);
 
-/* thread.c */
+/* flusher.c: the flusher threads, started with the engine (their
+ * condition variables and mutex too, with n = 0), stopped and joined. */
 int us__threads_start(us_engine *e, unsigned n);
 void us__threads_stop(us_engine *e);
 void us__threads_fini(us_engine *e);
+
+/* thread.c */
+/* The flushers' wake-up mutex (rank US_LOCK_THREADS), and a wait on one of
+ * its condition variables until deadline (on the engine's clock) or a
+ * signal. */
+void us__thr_lock(us_engine *e);
+void us__thr_unlock(us_engine *e);
+void us__thr_wait(us_engine *e, pthread_cond_t *cond, uint64_t deadline);
 /* Wakes the flusher threads (no-op in polled mode). Call without the lock. */
 void us__kick(us_engine *e);
 /* Under the lock: drops one busy count of o; the last one kicks the

@@ -233,3 +233,15 @@ int us_object_check_error(us_object *o, uint64_t *since, int *err)
 	us__unlock(o->engine);
 	return rc;
 }
+
+uint64_t us_object_bandwidth(const us_object *o)
+{
+	uint64_t bw;
+
+	if (!o)
+		return 0;
+	us__lock(o->engine);
+	bw = o->wb->bw;
+	us__unlock(o->engine);
+	return bw;
+}

@@ -82,21 +82,6 @@ static void sync_retire(us_backend *bk, uint64_t now)
 		bk->sync_target = 0;
 }
 
-void us__commit_retire(us_object *o)
-{
-	us_buf *head;
-
-	if (!o->commit_target)
-		return;
-	if (!us_list_empty(&o->unstable)) {
-		head = us_container_of(o->unstable.next, us_buf, link);
-		if (head->seq <= o->commit_target)
-			return;
-	}
-	o->commit_target = 0;
-	o->backend->commits_busy--;
-}
-
 /*
  * Under the lock: asks for a commit covering o's unstable data (or its
  * backend's, with sync), unless one is in flight, backing off or over the
@@ -619,4 +604,21 @@ int us_object_reclaim(us_object *o, uint64_t length, uint64_t *retry_ns)
 	if (!o || length == 0 || length > US_BUF_MAX_BYTES)
 		return -EINVAL;
 	return us__reclaim_step(o, length, retry_ns);
+}
+
+int us__reclaim_step(us_object *o, uint64_t len, uint64_t *retry_ns)
+{
+	uint64_t retry = 0;
+	int rc = us__reclaim(o, len, &retry);
+
+	/* A wait for reclaim continues the writer's stall; -ENOMEM ends it
+	 * (recorded all the same); a charge that fits ends it once made. */
+	if (rc == -EAGAIN || rc == -ENOMEM) {
+		us__lock_nodrain(o->engine);
+		us__stall_note(o, rc == -ENOMEM, rc == -EAGAIN ? retry : 0);
+		us__unlock(o->engine);
+	}
+	if (retry_ns)
+		*retry_ns = retry;
+	return rc;
 }

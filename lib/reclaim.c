@@ -289,7 +289,9 @@ static void victims_release(us_engine *e, struct us_list *victims, bool force)
 			o->backend->ops.evict(o->backend->ctx, o, b->node.key, b->length, b->data);
 			us__callback_exit(e);
 		}
-		us__lock(e);
+		/* Bookkeeping only: no buffer a writer may have queued is
+		 * read, so the queues are left to the next full lock. */
+		us__lock_nodrain(e);
 		us__obj_unbusy(o);
 		us__unlock(e);
 		us__buf_free(e, b);

@@ -1,5 +1,5 @@
 /*
- * Integrity sync and shutdown.
+ * Integrity sync.
  *
  * SPDX-License-Identifier: MIT
  *
@@ -34,48 +34,6 @@
  */
 #include "internal.h"
 
-struct us_sync {
-	us_engine *e;
-	us_object *o; /* the scope: o, or d's subtree when o is NULL */
-	us_domain *d;
-	uint64_t seq;
-	enum us_reason reason;
-	us_sync_cb cb;
-	void *ctx;
-	bool done, notified;
-	struct us_list link; /* e->syncs */
-	uint64_t nwait[4];   /* bytes it waits for, by state */
-};
-
-/* Whether o is in s's scope. */
-static bool in_scope(const us_sync *s, const us_object *o)
-{
-	return s->o ? s->o == o : us__under(o->domain, s->d);
-}
-
-/*
- * Under the lock, from account(): b moves from one state to another; the
- * syncs that wait for it count it. A buffer counts for a sync while it is
- * pinned with data from before the sync's start (dirty_seq <= seq); a
- * CLEAN -> DIRTY transition gives it a newer dirty_seq first.
- */
-void us__sync_account(us_buf *b, enum us_buf_state from, enum us_buf_state to)
-{
-	us_engine *e = b->obj->engine;
-	struct us_list *pos;
-
-	us_list_for_each (pos, &e->syncs) {
-		us_sync *s = us_container_of(pos, us_sync, link);
-
-		if (b->dirty_seq > s->seq || !in_scope(s, b->obj))
-			continue;
-		if (from != US_BUF_CLEAN)
-			s->nwait[from] -= b->length;
-		if (to != US_BUF_CLEAN)
-			s->nwait[to] += b->length;
-	}
-}
-
 /* Under the lock: s's counts, from the buffers of its scope (once). */
 static void count_object(us_sync *s, us_object *o)
 {
@@ -108,7 +66,7 @@ bool us__sync_counts_ok(us_engine *e)
 			us_list_for_each (opos, &us_container_of(bpos, us_backend, link)->objects) {
 				us_object *o = us_container_of(opos, us_object, link);
 
-				if (in_scope(s, o))
+				if (us__sync_in_scope(s, o))
 					count_object(&t, o);
 			}
 		if (memcmp(t.nwait, s->nwait, sizeof(t.nwait)))
@@ -275,8 +233,8 @@ void us__sync_poll(us_engine *e)
 
 static int advance_sync(us_sync *s, bool tell);
 
-static int start(us_engine *e, us_object *o, us_domain *d, enum us_reason reason, us_sync_cb cb,
-		 void *ctx, us_sync **out)
+int us__sync_start(us_engine *e, us_object *o, us_domain *d, enum us_reason reason,
+		   us_sync_cb cb, void *ctx, us_sync **out)
 {
 	us_sync *s = us__meta_alloc(e, sizeof(*s));
 
@@ -316,14 +274,14 @@ int us_object_sync_start(us_object *o, us_sync_cb cb, void *ctx, us_sync **out)
 {
 	if (!o || !out)
 		return -EINVAL;
-	return start(o->engine, o, NULL, US_REASON_SYNC, cb, ctx, out);
+	return us__sync_start(o->engine, o, NULL, US_REASON_SYNC, cb, ctx, out);
 }
 
 int us_domain_sync_start(us_domain *d, us_sync_cb cb, void *ctx, us_sync **out)
 {
 	if (!d || !out)
 		return -EINVAL;
-	return start(d->engine, NULL, d, US_REASON_SYNC, cb, ctx, out);
+	return us__sync_start(d->engine, NULL, d, US_REASON_SYNC, cb, ctx, out);
 }
 
 /* Steps s; with tell, calls the callbacks of the syncs done (which may
@@ -368,7 +326,7 @@ int us_sync_free(us_sync *s)
 }
 
 /* The blocking forms wait on the engine's clock, for the flushers. */
-static int wait_sync(us_engine *e, us_sync *s)
+int us__sync_wait(us_engine *e, us_sync *s)
 {
 	int rc;
 
@@ -392,7 +350,7 @@ int us_object_sync(us_object *o, uint64_t *since)
 		return -EDEADLK;
 	if ((rc = us_object_sync_start(o, NULL, NULL, &s)))
 		return rc;
-	rc = wait_sync(o->engine, s);
+	rc = us__sync_wait(o->engine, s);
 	us_sync_free(s);
 	if (rc)
 		return rc;
@@ -412,72 +370,8 @@ int us_domain_sync(us_domain *d)
 		return -EDEADLK;
 	if ((rc = us_domain_sync_start(d, NULL, NULL, &s)))
 		return rc;
-	rc = wait_sync(d->engine, s);
+	rc = us__sync_wait(d->engine, s);
 	us_sync_free(s);
 	return rc;
 }
 
-/*
- * Whether destroying can succeed by waiting: no sync exists and everything
- * is clean and unreferenced, or some object is busy (a flush or commit call
- * still returning on another thread, a commit request or an eviction being
- * finished): those end by themselves, and a flush call's buffers, clean
- * once it has completed them inside the call, stay pinned until it returns.
- * If one is busy, this waits for the last busy count to drop (it kicks the
- * idle_waiters), or 10 ms. A sync the host keeps, or data not clean or held
- * with nothing busy, does not end by itself, and makes this false.
- */
-static bool settle(us_engine *e)
-{
-	struct us_list *pos, *opos;
-	bool busy = false;
-
-	us__lock(e);
-	us_list_for_each (pos, &e->backends) {
-		us_backend *b = us_container_of(pos, us_backend, link);
-
-		us_list_for_each (opos, &b->objects)
-			busy |= us_container_of(opos, us_object, link)->busy != 0;
-	}
-	if (!us_list_empty(&e->syncs) || (!busy && e->root->c.charged != e->root->c.evictable)) {
-		us__unlock(e);
-		return false;
-	}
-	e->idle_waiters += busy;
-	us__unlock(e);
-	if (busy) {
-		us__wait_progress(e, 10 * US_MSEC);
-		us__lock(e);
-		e->idle_waiters--;
-		us__unlock(e);
-	}
-	return true;
-}
-
-int us_engine_shutdown(us_engine *e)
-{
-	int rc;
-
-	if (!e)
-		return -EINVAL;
-	if (us__in_callback(e))
-		return -EDEADLK;
-	if (!e->shutdown) {
-		rc = start(e, NULL, e->root, US_REASON_SHUTDOWN, NULL, NULL, &e->shutdown);
-		if (rc)
-			return rc;
-	}
-	if (e->nthreads)
-		wait_sync(e, e->shutdown);
-	else if (us_sync_done(e->shutdown) != 1)
-		return -EBUSY; /* polled mode: poll, and call again */
-	us_sync_free(e->shutdown);
-	e->shutdown = NULL;
-	rc = us_engine_destroy(e);
-	/* Threaded: the last completions can come from inside a callback that
-	 * has not returned yet (a flusher thread finishing a flush or commit
-	 * call); wait for it rather than fail. */
-	while (rc == -EBUSY && e->nthreads && settle(e))
-		rc = us_engine_destroy(e);
-	return rc;
-}

@@ -79,14 +79,8 @@ static void global_unlock(void)
 static pthread_key_t exit_key;
 static bool have_key;
 static _Atomic uint32_t next_tag;
-static _Atomic uint64_t next_gen;
 /* Whether the registration for the barrier holds (under the global mutex). */
 static bool barrier_ok;
-
-uint64_t us__gen_next(void)
-{
-	return atomic_fetch_add_explicit(&next_gen, 1, memory_order_relaxed) + 1;
-}
 
 static void seg_free_chain(struct us_tcseg *s)
 {
@@ -443,4 +437,18 @@ bool us__rewrite_barrier(us_engine *e, uint64_t moves)
 	us__unlock(e);
 	global_unlock();
 	return false;
+}
+
+/* The engine lock, with the queues drained (internal.h "LOCKS"). */
+void us__lock(us_engine *e)
+{
+	us__lock_nodrain(e);
+	/* Whoever holds the lock sees every dirtying accounted. */
+	us__tcache_drain(e);
+}
+
+void us__lock_domain(us_engine *e, us_domain *d)
+{
+	us__lock_nodrain(e);
+	us__tcache_drain_domain(e, d);
 }

@@ -1,6 +1,7 @@
 /*
- * Threaded mode: flusher threads that only call the polled core, and the
- * blocking waits of writers.
+ * Threaded mode's wake-ups and waits: the kicks that wake the flusher
+ * threads (flusher.c), the blocking waits of writers, and the frames that
+ * mark a thread inside a callback.
  *
  * SPDX-License-Identifier: MIT
  *
@@ -30,12 +31,6 @@
  * blocking paths are testable deterministically in time (though not in the
  * interleaving of threads).
  *
- * The flusher threads block every asynchronous signal: a signal sent to the
- * process is taken by one of the application's threads, never by one of
- * ours, where a handler that expects to interrupt a blocking call of the
- * application's (a FUSE loop's read(), a poll()) would wait in vain. Faults
- * (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP) stay deliverable.
- *
  * Callbacks are tracked per thread, by a list of frames on the thread's own
  * stack (no bound on threads or depth, no lock), so that a blocking call
  * made from inside a callback of the same engine can refuse with -EDEADLK
@@ -44,23 +39,22 @@
 #include "internal.h"
 
 #include <sched.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 
-static void thr_lock(us_engine *e)
+void us__thr_lock(us_engine *e)
 {
 	us__witness_take(US_LOCK_THREADS);
 	pthread_mutex_lock(&e->thr_lock);
 }
 
-static void thr_unlock(us_engine *e)
+void us__thr_unlock(us_engine *e)
 {
 	pthread_mutex_unlock(&e->thr_lock);
 	us__witness_drop(US_LOCK_THREADS);
 }
 
-static void wait_until(us_engine *e, pthread_cond_t *cond, uint64_t deadline)
+void us__thr_wait(us_engine *e, pthread_cond_t *cond, uint64_t deadline)
 {
 	uint64_t now = us__now(e);
 	struct timespec ts;
@@ -81,96 +75,11 @@ static void wait_until(us_engine *e, pthread_cond_t *cond, uint64_t deadline)
 	pthread_cond_timedwait(cond, &e->thr_lock, &ts);
 }
 
-static void *flusher(void *arg)
-{
-	us_engine *e = arg;
-	uint64_t next = 0;
-
-	thr_lock(e);
-	while (!e->stop) {
-		e->kicked = false;
-		thr_unlock(e);
-		if (us_engine_poll(e, 0, &next) < 0)
-			next = us__now(e) + e->bw_interval_ns; /* -ENOMEM: retry later */
-		thr_lock(e);
-		while (!e->stop && !e->kicked && us__now(e) < next)
-			wait_until(e, &e->thr_cond, next);
-	}
-	thr_unlock(e);
-	return NULL;
-}
-
-int us__threads_start(us_engine *e, unsigned n)
-{
-	pthread_condattr_t ca;
-	sigset_t all, old;
-	unsigned i;
-	int rc = 0;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&e->thr_cond, &ca);
-	pthread_cond_init(&e->prog_cond, &ca);
-	pthread_condattr_destroy(&ca);
-	pthread_mutex_init(&e->thr_lock, NULL);
-	if (!n)
-		return 0;
-	e->threads = us__meta_alloc(e, n * sizeof(*e->threads));
-	if (!e->threads)
-		return -ENOMEM;
-	/* The threads inherit the creator's mask: block, create, restore. */
-	sigfillset(&all);
-	sigdelset(&all, SIGSEGV);
-	sigdelset(&all, SIGBUS);
-	sigdelset(&all, SIGFPE);
-	sigdelset(&all, SIGILL);
-	sigdelset(&all, SIGTRAP);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	for (i = 0; i < n; i++) {
-		if (pthread_create(&e->threads[i], NULL, flusher, e) != 0) {
-			rc = -ENOMEM;
-			break;
-		}
-		/* Named for top -H and /proc/PID/task/TID/comm; a refusal is
-		 * harmless. */
-		(void)pthread_setname_np(e->threads[i], "us-flusher");
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	e->nthreads = i;
-	if (rc)
-		us__threads_stop(e);
-	return rc;
-}
-
-void us__threads_stop(us_engine *e)
-{
-	unsigned i;
-
-	thr_lock(e);
-	e->stop = true;
-	pthread_cond_broadcast(&e->thr_cond);
-	pthread_cond_broadcast(&e->prog_cond);
-	thr_unlock(e);
-	for (i = 0; i < e->nthreads; i++)
-		pthread_join(e->threads[i], NULL);
-	if (e->threads)
-		us__meta_free(e, e->threads, e->nthreads * sizeof(*e->threads));
-	e->threads = NULL;
-	e->nthreads = 0;
-}
-
-void us__threads_fini(us_engine *e)
-{
-	pthread_cond_destroy(&e->thr_cond);
-	pthread_cond_destroy(&e->prog_cond);
-	pthread_mutex_destroy(&e->thr_lock);
-}
-
 void us__kick(us_engine *e)
 {
 	if (!e->nthreads)
 		return; /* polled mode: nobody to wake */
-	thr_lock(e);
+	us__thr_lock(e);
 	if (!e->kicked) {
 		e->kicked = true;
 		pthread_cond_signal(&e->thr_cond);
@@ -178,7 +87,7 @@ void us__kick(us_engine *e)
 	e->kick_gen++;
 	if (e->prog_waiters)
 		pthread_cond_broadcast(&e->prog_cond);
-	thr_unlock(e);
+	us__thr_unlock(e);
 }
 
 void us__obj_unbusy(us_object *o)
@@ -196,13 +105,13 @@ void us__wait_progress(us_engine *e, uint64_t ns)
 		return;
 	}
 	deadline = us__now(e) + ns;
-	thr_lock(e);
+	us__thr_lock(e);
 	gen = e->kick_gen;
 	e->prog_waiters++;
 	while (e->kick_gen == gen && !e->stop && us__now(e) < deadline)
-		wait_until(e, &e->prog_cond, deadline);
+		us__thr_wait(e, &e->prog_cond, deadline);
 	e->prog_waiters--;
-	thr_unlock(e);
+	us__thr_unlock(e);
 }
 
 void us__sleep(us_engine *e, uint64_t ns)
@@ -250,21 +159,17 @@ bool us__in_callback(us_engine *e)
 	return false;
 }
 
-int us_object_balance_wait(us_object *o)
+int us_engine_clock_advance(us_engine *e, uint64_t delta_ns)
 {
-	uint64_t pause;
-	int rc;
+	uint64_t cur;
 
-	if (!o)
+	if (!e || e->clock != US_CLOCK_VIRTUAL)
 		return -EINVAL;
-	/* Polled mode: nobody else would write back while we wait. */
-	if (!o->engine->nthreads)
-		return us_object_balance(o, NULL);
-	if (us__in_callback(o->engine))
-		return -EDEADLK;
-	while ((rc = us_object_balance(o, &pause)) == -EAGAIN) {
-		us__kick(o->engine);
-		us__sleep(o->engine, pause);
-	}
-	return rc;
+	cur = atomic_load_explicit(&e->vclock_ns, memory_order_relaxed);
+	do {
+		if (cur > UINT64_MAX - delta_ns)
+			return -EINVAL;
+	} while (!atomic_compare_exchange_weak(&e->vclock_ns, &cur, cur + delta_ns));
+	us__kick(e); /* flushers wait on the virtual clock */
+	return 0;
 }

@@ -820,6 +820,25 @@ int us_object_balance(us_object *o, uint64_t *pause_ns)
 	return rc;
 }
 
+int us_object_balance_wait(us_object *o)
+{
+	uint64_t pause;
+	int rc;
+
+	if (!o)
+		return -EINVAL;
+	/* Polled mode: nobody else would write back while we wait. */
+	if (!o->engine->nthreads)
+		return us_object_balance(o, NULL);
+	if (us__in_callback(o->engine))
+		return -EDEADLK;
+	while ((rc = us_object_balance(o, &pause)) == -EAGAIN) {
+		us__kick(o->engine);
+		us__sleep(o->engine, pause);
+	}
+	return rc;
+}
+
 /*
  * LOCK-FREE CREDIT
  *
@@ -936,16 +955,6 @@ void us__credit_police(us_engine *e)
 		if (t.spent)
 			us__credit_revoke(t.spent);
 	}
-}
-
-void us__credit_revoke(us_domain *d)
-{
-	struct us_list *pos;
-
-	d->revoked_at = d->grant_seq;
-	atomic_store_explicit(&d->credit_gen, us__gen_next(), memory_order_relaxed);
-	us_list_for_each (pos, &d->children)
-		us__credit_revoke(us_container_of(pos, us_domain, sibling));
 }
 
 int us__wb_reason(struct us_wb *wb)

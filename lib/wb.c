@@ -673,14 +673,25 @@ void us__pipe_update_marked(us_engine *e)
 	us__pipe_update_chains(e);
 }
 
-uint64_t us_object_bandwidth(const us_object *o)
+void us__stall_note(us_object *o, bool progress, uint64_t wait)
 {
-	uint64_t bw;
+	uint64_t now = us__now(o->engine);
+	us_domain *a;
 
-	if (!o)
-		return 0;
-	us__lock(o->engine);
-	bw = o->wb->bw;
-	us__unlock(o->engine);
-	return bw;
+	if (o->stall_wait_ns) {
+		uint64_t served = now > o->stall_mark_ns ? now - o->stall_mark_ns : 0;
+
+		o->stall_acc_ns = sat_add(o->stall_acc_ns, min_u64(served, o->stall_wait_ns));
+		us__wb_writer_note(o, 0, min_u64(served, o->stall_wait_ns));
+		o->stall_wait_ns = 0;
+		for (a = o->domain; a; a = a->parent)
+			if (o->stall_acc_ns > a->max_stall_seen_ns)
+				a->max_stall_seen_ns = o->stall_acc_ns;
+	}
+	if (progress)
+		o->stall_acc_ns = 0;
+	if (wait) {
+		o->stall_wait_ns = wait;
+		o->stall_mark_ns = now;
+	}
 }
