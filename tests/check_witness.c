@@ -9,64 +9,33 @@
  */
 #include "internal.h"
 #include "testutil.h"
+#include "expect_abort.h"
 
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #define K64 65536u
 
-/*
- * Runs the reversed pair `reverse` in a child, its standard error into a
- * pipe; the child must die of SIGABRT and say what it took and held.
- */
-static void expect_abort(int reverse, const char *taking, const char *holding)
+/* The reversed pair k, in a child (expect_abort.h). The engines are made
+ * there: a fork runs jemalloc's handlers, which lock every arena (past the
+ * thread sanitizer's 64 locks held at once with two engines'). */
+static void reverse(int k)
 {
-	char msg[512] = "";
-	int fds[2], status;
-	ssize_t n, got = 0;
-	pid_t pid;
+	us_engine *e = tu_engine(1u << 30), *e2 = tu_engine(1u << 30);
 
-	ck_assert_int_eq(pipe(fds), 0);
-	fflush(NULL);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		/* The engines made in the child: a fork runs jemalloc's
-		 * handlers, which lock every arena (past the thread
-		 * sanitizer's 64 locks held at once with two engines'). */
-		us_engine *e = tu_engine(1u << 30), *e2 = tu_engine(1u << 30);
-
-		dup2(fds[1], 2);
-		close(fds[0]);
-		switch (reverse) {
-		case 0: /* a flusher wake-up's lock, then the engine's */
-			us__witness_take(US_LOCK_THREADS);
-			us__lock(e);
-			break;
-		case 1: /* the engine's, then a writer cache's process-wide one */
-			us__lock(e);
-			us__tcache_get(e2);
-			break;
-		case 2: /* the engine's twice (the mutex would deadlock) */
-			us__lock(e);
-			us__lock(e2);
-			break;
-		}
-		_exit(0); /* not reached with the witness */
+	switch (k) {
+	case 0: /* a flusher wake-up's lock, then the engine's */
+		us__witness_take(US_LOCK_THREADS);
+		us__lock(e);
+		break;
+	case 1: /* the engine's, then a writer cache's process-wide one */
+		us__lock(e);
+		us__tcache_get(e2);
+		break;
+	case 2: /* the engine's twice (the mutex would deadlock) */
+		us__lock(e);
+		us__lock(e2);
+		break;
 	}
-	close(fds[1]);
-	while ((n = read(fds[0], msg + got, sizeof(msg) - 1 - (size_t)got)) > 0)
-		got += n;
-	close(fds[0]);
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
-		      "case %d: the child was not stopped (status %#x)", reverse, status);
-	ck_assert_msg(strstr(msg, taking) && strstr(msg, holding), "case %d: message '%s'",
-		      reverse, msg);
 }
 
 START_TEST(test_reversed_pair_aborts)
@@ -77,8 +46,10 @@ START_TEST(test_reversed_pair_aborts)
 	static const char *const holding[] = { "holding the flusher wake-ups lock (rank 3)",
 					       "holding the engine lock (rank 2)",
 					       "holding the engine lock (rank 2)" };
+	char msg[512];
 
-	expect_abort(_i, taking[_i], holding[_i]);
+	ck_assert_msg(expect_abort(reverse, _i, taking[_i], holding[_i], msg, sizeof(msg)),
+		      "case %d: not stopped as expected; it said '%s'", _i, msg);
 }
 END_TEST
 

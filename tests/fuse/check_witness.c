@@ -10,13 +10,10 @@
 
 #include "ufuse.h"
 
+#include "expect_abort.h"
+
 #include <check.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 static pthread_mutex_t itable = PTHREAD_MUTEX_INITIALIZER, wb_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_rwlock_t io = PTHREAD_RWLOCK_INITIALIZER, wb = PTHREAD_RWLOCK_INITIALIZER,
@@ -44,8 +41,25 @@ START_TEST(test_order_kept)
 }
 END_TEST
 
-/* Runs case k in a child, its standard error into a pipe: it must die of
- * SIGABRT with a message naming both locks. */
+/* Reversal k, in a child (expect_abort.h). */
+static void reverse(int k)
+{
+	switch (k) {
+	case 0: /* a flush's two locks, reversed */
+		ufs_rwlock_rdlock(&data, UFS_RANK_DATA);
+		ufs_rwlock_rdlock(&wb, UFS_RANK_WB);
+		break;
+	case 1: /* the inode table under an inode's io_lock */
+		ufs_rwlock_rdlock(&io, UFS_RANK_IO);
+		ufs_mutex_lock(&itable, UFS_RANK_ITABLE);
+		break;
+	case 2: /* two inodes' data_lock */
+		ufs_rwlock_rdlock(&data, UFS_RANK_DATA);
+		ufs_rwlock_rdlock(&data2, UFS_RANK_DATA);
+		break;
+	}
+}
+
 START_TEST(test_reversal_aborts)
 {
 	static const char *const want[][2] = {
@@ -53,43 +67,10 @@ START_TEST(test_reversal_aborts)
 		{ "taking the itable_lock (rank 1)", "holding the io_lock (rank 3)" },
 		{ "taking the data_lock (rank 5)", "holding the data_lock (rank 5)" },
 	};
-	char msg[512] = "";
-	int fds[2], status;
-	ssize_t n, got = 0;
-	pid_t pid;
+	char msg[512];
 
-	ck_assert_int_eq(pipe(fds), 0);
-	fflush(NULL);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		dup2(fds[1], 2);
-		close(fds[0]);
-		switch (_i) {
-		case 0: /* a flush's two locks, reversed */
-			ufs_rwlock_rdlock(&data, UFS_RANK_DATA);
-			ufs_rwlock_rdlock(&wb, UFS_RANK_WB);
-			break;
-		case 1: /* the inode table under an inode's io_lock */
-			ufs_rwlock_rdlock(&io, UFS_RANK_IO);
-			ufs_mutex_lock(&itable, UFS_RANK_ITABLE);
-			break;
-		case 2: /* two inodes' data_lock */
-			ufs_rwlock_rdlock(&data, UFS_RANK_DATA);
-			ufs_rwlock_rdlock(&data2, UFS_RANK_DATA);
-			break;
-		}
-		_exit(0);
-	}
-	close(fds[1]);
-	while ((n = read(fds[0], msg + got, sizeof(msg) - 1 - (size_t)got)) > 0)
-		got += n;
-	close(fds[0]);
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
-		      "case %d: not stopped (status %#x)", _i, status);
-	ck_assert_msg(strstr(msg, want[_i][0]) && strstr(msg, want[_i][1]), "case %d: '%s'", _i,
-		      msg);
+	ck_assert_msg(expect_abort(reverse, _i, want[_i][0], want[_i][1], msg, sizeof(msg)),
+		      "case %d: not stopped as expected; it said '%s'", _i, msg);
 }
 END_TEST
 
