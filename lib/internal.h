@@ -100,14 +100,16 @@
  *   13  commit.c     commit completions and losses; us_object_commit().
  *   14  object.c     objects.
  *   15  throttle.c   the throttle's model, memory.high, lock-free credit.
- *   16  policy.c     the commit policy and reclaim beyond eviction.
- *   17  domain.c     the domain API (creation, limits, statistics), names.
- *   18  buf.c        the buffer API and the dirtying's fast paths.
- *   19  sync.c       syncs.
- *   20  poll.c       the poll: writeback turns, samples, expiry.
- *   21  check.c      us_engine_check().
- *   22  flusher.c    the flusher threads.
- *   23  engine.c     the engine's set-up, parameters and end (shutdown
+ *   16  policy.c     the commit policy; issuing what was collected.
+ *   17  pressure.c   reclaim beyond eviction: writing back and committing
+ *                    for a charge, its waits and when it gives up.
+ *   18  domain.c     the domain API (creation, limits, statistics), names.
+ *   19  buf.c        the buffer API and the dirtying's fast paths.
+ *   20  sync.c       syncs.
+ *   21  poll.c       the poll: writeback turns, samples, expiry.
+ *   22  check.c      us_engine_check().
+ *   23  flusher.c    the flusher threads.
+ *   24  engine.c     the engine's set-up, parameters and end (shutdown
  *                    included); error names.
  */
 #ifndef US_INTERNAL_H
@@ -389,7 +391,7 @@ struct us_domain {
 	uint64_t grant_seq, revoked_at;
 	uint64_t max_pause_seen_ns;
 	uint64_t max_stall_seen_ns; /* the longest stall of a writer (us__stall_note()) */
-	/* Reclaim (policy.c): bytes of the subtree that left the pinned
+	/* Reclaim (pressure.c): bytes of the subtree that left the pinned
 	 * states or were freed, ever (progress), and the state of the charge
 	 * waiting on this domain's max. */
 	uint64_t progress;
@@ -778,7 +780,7 @@ static inline bool us__stalling(const us_object *o)
 {
 	return o->stall_acc_ns || o->stall_wait_ns;
 }
-/* us__reclaim() with the stall of o's writer noted (policy.c). */
+/* us__reclaim() with the stall of o's writer noted (pressure.c). */
 int us__reclaim_step(us_object *o, uint64_t len, uint64_t *retry_ns);
 
 /* state.c: state changes with their accounting. Called with the lock held. */
@@ -891,8 +893,7 @@ bool us__rewrite_barrier(us_engine *e, uint64_t moves);
 void us__drain_buf(us_engine *e, us_buf *b);
 
 /* policy.c: the commit policy (called by the poll, lock held; it drops the
- * lock around the callbacks), reclaim beyond eviction, and the end of an
- * object's commit once its unstable data is covered. */
+ * lock around the callbacks). */
 void us__commit_policy(us_engine *e, uint64_t now);
 struct us_commit_req;
 bool us__want_commit(us_engine *e, us_object *o, bool prefer_sync, enum us_reason reason,
@@ -940,7 +941,7 @@ void us__sync_account(us_buf *b, enum us_buf_state from, enum us_buf_state to);
 /* state.c: o's commit in flight ends once no unstable buffer it covers is
  * left. */
 void us__commit_retire(us_object *o);
-/* policy.c: reclaim beyond eviction for a charge of len. */
+/* pressure.c: reclaim beyond eviction for a charge of len. */
 int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns);
 
 static inline uint64_t min_u64(uint64_t a, uint64_t b)

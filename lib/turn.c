@@ -5,7 +5,7 @@
  *
  * A writer waits at two places: at the gate of a dirty threshold (its
  * domain's, an ancestor's, or its writeback context's share: throttle.c),
- * and for room under a max (reclaim: policy.c). Room comes back in pieces
+ * and for room under a max (reclaim: pressure.c). Room comes back in pieces
  * (a completion, a commit's batch), and whoever asks first after it takes
  * it. A host that polls its writers in a fixed order, or threads that wake
  * in one, would then serve the same writer at every piece while another
