@@ -1121,7 +1121,136 @@ static int two_backends(enum sim_policy pol, bool json)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for: the run's config (static in main(), so
+ * that what it holds stays reachable), how it runs, and the scenario and
+ * output chosen. */
+struct cli {
+	struct sim_config *c;
+	struct mode m;
+	const char *scenario;
+	bool json;
+};
+
+/* Options go on being read: what take_option() and parse_args() answer
+ * when main() must not return yet. */
+#define CLI_GO_ON (-1)
+
+/* --policy NAME: the config's policy, or an error naming the four. */
+static int parse_policy(const char *arg, struct sim_config *c)
+{
+	char err[1024];
+
+	if (!strcmp(arg, "unstable"))
+		c->policy = SIM_POLICY_UNSTABLE;
+	else if (!strcmp(arg, "no-forced-commit"))
+		c->policy = SIM_POLICY_NO_FORCED_COMMIT;
+	else if (!strcmp(arg, "naive"))
+		c->policy = SIM_POLICY_NAIVE;
+	else if (!strcmp(arg, "no-reclaim-wait"))
+		c->policy = SIM_POLICY_NO_RECLAIM_WAIT;
+	else {
+		snprintf(err, sizeof(err),
+			 "--policy: '%s' is not unstable, no-forced-commit, naive or "
+			 "no-reclaim-wait",
+			 arg);
+		return bad(err);
+	}
+	return CLI_GO_ON;
+}
+
+/*
+ * An option getopt did not take: a long option is argv[optind - 1]:
+ * unknown (optopt 0), or one that takes no argument given one (optopt its
+ * value). A short one is optopt, perhaps inside a group like -xh, where
+ * argv[optind - 1] is the argument before.
+ */
+static int bad_option(char **argv)
+{
+	const char *a = argv[optind - 1], *eq = strchr(a, '=');
+	bool lng = !strncmp(a, "--", 2);
+	char err[1024];
+
+	if (lng && optopt && eq)
+		snprintf(err, sizeof(err), "%.*s takes no argument", (int)(eq - a), a);
+	else if (lng && !optopt)
+		snprintf(err, sizeof(err), "unknown option '%s'", a);
+	else
+		snprintf(err, sizeof(err), "unknown option '-%c'", optopt);
+	return bad(err);
+}
+
+/* One option getopt_long() read (opt, its argument in optarg) into the
+ * command line's choices: CLI_GO_ON, or main()'s exit code after --help,
+ * --version or an error. */
+static int take_option(int opt, char **argv, struct cli *a)
+{
+	struct sim_config *c = a->c;
+	char err[1024];
+
+	switch (opt) {
+	case 'j':
+		a->json = true;
+		break;
+	case 's':
+		a->scenario = optarg;
+		break;
+	case 'p':
+		return parse_policy(optarg, c);
+	case 'm':
+		if (sim_parse_memory(optarg, c, err, sizeof(err)))
+			return bad(err);
+		break;
+	case 'b':
+		if (!strncmp(optarg, "file:", 5)) {
+			if (!optarg[5])
+				return bad("--backend file:PATH needs a path");
+			a->m.file = optarg + 5;
+			break;
+		}
+		if (sim_parse_backend_opt(optarg, c, err, sizeof(err)))
+			return bad(err);
+		break;
+	case 'S':
+		if (sim_parse_stripe(optarg, c, err, sizeof(err)))
+			return bad(err);
+		break;
+	case 'd':
+		if (sim_parse_domain(optarg, c, err, sizeof(err)))
+			return bad(err);
+		break;
+	case 'w':
+		if (sim_parse_writer(optarg, c, err, sizeof(err)))
+			return bad(err);
+		break;
+	case 'r':
+		if (sim_parse_seed(optarg, c, err, sizeof(err)))
+			return bad(err);
+		break;
+	case 't':
+		c->trace = optarg;
+		break;
+	case 'R':
+		a->m.realtime = true;
+		break;
+	case 'h':
+		printf("%s", usage);
+		return 0;
+	case 'V':
+		printf("unstable-sim %s\n", us_version());
+		return 0;
+	case ':':
+		snprintf(err, sizeof(err), "%s requires an argument", argv[optind - 1]);
+		return bad(err);
+	default:
+		return bad_option(argv);
+	}
+	return CLI_GO_ON;
+}
+
+/* The command line, read option by option, then what no single option can
+ * check: no arguments left over, and the options real time does not take.
+ * CLI_GO_ON, or main()'s exit code. */
+static int parse_args(int argc, char **argv, struct cli *a)
 {
 	static const struct option longopts[] = { { "json", no_argument, NULL, 'j' },
 						  { "scenario", required_argument, NULL, 's' },
@@ -1137,202 +1266,143 @@ int main(int argc, char **argv)
 						  { "help", no_argument, NULL, 'h' },
 						  { "version", no_argument, NULL, 'V' },
 						  { NULL, 0, NULL, 0 } };
-	/* Static: what they hold stays reachable until the process exits. */
-	static struct sim_config c;
-	static struct sim_result r;
-	const char *scenario = NULL;
-	struct mode m = { false, NULL };
-	bool json = false;
 	char err[1024];
-	int opt, i;
+	int opt, rc;
 
-	sim_config_init(&c);
 	/* getopt's own messages off (opterr), and a missing argument told
 	 * apart from an unknown option (the leading ':'): each error is one
 	 * line of ours, naming the option. */
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'j':
-			json = true;
-			break;
-		case 's':
-			scenario = optarg;
-			break;
-		case 'p':
-			if (!strcmp(optarg, "unstable"))
-				c.policy = SIM_POLICY_UNSTABLE;
-			else if (!strcmp(optarg, "no-forced-commit"))
-				c.policy = SIM_POLICY_NO_FORCED_COMMIT;
-			else if (!strcmp(optarg, "naive"))
-				c.policy = SIM_POLICY_NAIVE;
-			else if (!strcmp(optarg, "no-reclaim-wait"))
-				c.policy = SIM_POLICY_NO_RECLAIM_WAIT;
-			else {
-				snprintf(
-					err, sizeof(err),
-					"--policy: '%s' is not unstable, no-forced-commit, naive or "
-					"no-reclaim-wait",
-					optarg);
-				return bad(err);
-			}
-			break;
-		case 'm':
-			if (sim_parse_memory(optarg, &c, err, sizeof(err)))
-				return bad(err);
-			break;
-		case 'b':
-			if (!strncmp(optarg, "file:", 5)) {
-				if (!optarg[5])
-					return bad("--backend file:PATH needs a path");
-				m.file = optarg + 5;
-				break;
-			}
-			if (sim_parse_backend_opt(optarg, &c, err, sizeof(err)))
-				return bad(err);
-			break;
-		case 'S':
-			if (sim_parse_stripe(optarg, &c, err, sizeof(err)))
-				return bad(err);
-			break;
-		case 'd':
-			if (sim_parse_domain(optarg, &c, err, sizeof(err)))
-				return bad(err);
-			break;
-		case 'w':
-			if (sim_parse_writer(optarg, &c, err, sizeof(err)))
-				return bad(err);
-			break;
-		case 'r':
-			if (sim_parse_seed(optarg, &c, err, sizeof(err)))
-				return bad(err);
-			break;
-		case 't':
-			c.trace = optarg;
-			break;
-		case 'R':
-			m.realtime = true;
-			break;
-		case 'h':
-			printf("%s", usage);
-			return 0;
-		case 'V':
-			printf("unstable-sim %s\n", us_version());
-			return 0;
-		case ':':
-			snprintf(err, sizeof(err), "%s requires an argument", argv[optind - 1]);
-			return bad(err);
-		default: {
-			/* A long option is argv[optind - 1]: unknown (optopt 0),
-			 * or one that takes no argument given one (optopt its
-			 * value). A short one is optopt, perhaps inside a group
-			 * like -xh, where argv[optind - 1] is the argument
-			 * before. */
-			const char *a = argv[optind - 1], *eq = strchr(a, '=');
-			bool lng = !strncmp(a, "--", 2);
-
-			if (lng && optopt && eq)
-				snprintf(err, sizeof(err), "%.*s takes no argument", (int)(eq - a),
-					 a);
-			else if (lng && !optopt)
-				snprintf(err, sizeof(err), "unknown option '%s'", a);
-			else
-				snprintf(err, sizeof(err), "unknown option '-%c'", optopt);
-			return bad(err);
-		}
-		}
-	}
+	while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1)
+		if ((rc = take_option(opt, argv, a)) != CLI_GO_ON)
+			return rc;
 	if (optind < argc) {
 		snprintf(err, sizeof(err), "unexpected argument '%s'", argv[optind]);
 		return bad(err);
 	}
-	if (m.file && !m.realtime)
+	if (a->m.file && !a->m.realtime)
 		return bad("--backend file:PATH runs in real time: add --realtime");
-	if (m.realtime && c.policy == SIM_POLICY_NO_RECLAIM_WAIT)
+	if (a->m.realtime && a->c->policy == SIM_POLICY_NO_RECLAIM_WAIT)
 		return bad(
 			"--policy no-reclaim-wait is for virtual time only, not with --realtime");
-	if (m.realtime && c.trace)
+	if (a->m.realtime && a->c->trace)
 		return bad("--trace is for virtual time only, not with --realtime");
-	if (m.realtime && scenario && strcmp(scenario, "memcg"))
+	if (a->m.realtime && a->scenario && strcmp(a->scenario, "memcg"))
 		return bad("--realtime runs --scenario memcg or custom --domain/--writer runs; "
 			   "the Lustre scenarios move hundreds of GiB: run them in virtual time");
-	if (scenario) {
-		if (c.nwr || c.ndom || c.trace || c.nbk || c.nstripe)
-			return bad("--scenario does not take --domain, --writer, --trace, named "
-				   "backends or --stripe");
-		if (!strcmp(scenario, "lustre-1"))
-			return lustre1(c.policy, json);
-		if (!strcmp(scenario, "lustre-2"))
-			return lustre2(c.policy, json);
-		if (!strcmp(scenario, "lustre-3"))
-			return lustre3(c.policy, json);
-		if (!strcmp(scenario, "lustre-4"))
-			return lustre4(c.policy, json);
-		if (!strcmp(scenario, "memcg"))
-			return memcg(c.policy, json, &m);
-		if (!strcmp(scenario, "lustre-striped"))
-			return lustre_striped(c.policy, json);
-		if (!strcmp(scenario, "two-backends"))
-			return two_backends(c.policy, json);
-		if (!strcmp(scenario, "seeds"))
-			return lustre1(c.policy, json) || lustre2(c.policy, json) ||
-			       lustre3(c.policy, json) || lustre4(c.policy, json) ||
-			       memcg(c.policy, json, &virtual_time);
-		snprintf(
-			err, sizeof(err),
-			"--scenario: '%s' is not lustre-1 .. lustre-4, memcg, seeds, lustre-striped "
-			"or two-backends",
-			scenario);
-		return bad(err);
-	}
-	if (!c.nwr)
-		return bad("nothing to run: give --scenario, or --domain and --writer");
-	if (sim_config_check(&c, sim_phys_bytes(), err, sizeof(err)))
-		return bad(err);
-	if (m.realtime && sim_realtime_check(&c, err, sizeof(err)))
-		return bad(err);
-	if (run(&c, &m, &r, err, sizeof(err))) {
-		fprintf(stderr, "unstable-sim: %s\n", err);
-		return 1;
-	}
-	if (json) {
-		json_run(&c, &r, &m);
-		return 0;
-	}
-	for (i = 0; i < c.nwr; i++)
+	return CLI_GO_ON;
+}
+
+/* --scenario NAME: the built-in scenario, with the policy given (and for
+ * memcg the mode); its exit code. */
+static int run_scenario(const struct cli *a)
+{
+	const struct sim_config *c = a->c;
+	const char *scenario = a->scenario;
+	bool json = a->json;
+	char err[1024];
+
+	if (c->nwr || c->ndom || c->trace || c->nbk || c->nstripe)
+		return bad("--scenario does not take --domain, --writer, --trace, named "
+			   "backends or --stripe");
+	if (!strcmp(scenario, "lustre-1"))
+		return lustre1(c->policy, json);
+	if (!strcmp(scenario, "lustre-2"))
+		return lustre2(c->policy, json);
+	if (!strcmp(scenario, "lustre-3"))
+		return lustre3(c->policy, json);
+	if (!strcmp(scenario, "lustre-4"))
+		return lustre4(c->policy, json);
+	if (!strcmp(scenario, "memcg"))
+		return memcg(c->policy, json, &a->m);
+	if (!strcmp(scenario, "lustre-striped"))
+		return lustre_striped(c->policy, json);
+	if (!strcmp(scenario, "two-backends"))
+		return two_backends(c->policy, json);
+	if (!strcmp(scenario, "seeds"))
+		return lustre1(c->policy, json) || lustre2(c->policy, json) ||
+		       lustre3(c->policy, json) || lustre4(c->policy, json) ||
+		       memcg(c->policy, json, &virtual_time);
+	snprintf(err, sizeof(err),
+		 "--scenario: '%s' is not lustre-1 .. lustre-4, memcg, seeds, lustre-striped "
+		 "or two-backends",
+		 scenario);
+	return bad(err);
+}
+
+/* A custom run's text report: a line per writer, the real-time figures or
+ * the backends', the Jain index and the run's cost, and the fairness over
+ * time. */
+static void print_run(const struct sim_config *c, const struct sim_result *r, const struct mode *m)
+{
+	int i;
+
+	for (i = 0; i < c->nwr; i++)
 		printf("writer %d (%s): %llu bytes in %.3f s, %.1f MB/s, %.1f %% of its ceiling "
 		       "(%.1f MB/s: its copy rate or its share of the backend), peak charged "
 		       "%llu, ENOMEM %llu, OOM %llu, max pause %.1f ms, p99 %.1f ms, max stall "
 		       "%.1f ms, lost %llu bytes\n",
-		       i, c.dom[c.wr[i].domain].name, (unsigned long long)r.wr[i].bytes,
-		       (double)r.wr[i].done_ns / 1e9, r.wr[i].throughput / 1e6, 100 * r.wr[i].ratio,
-		       (double)r.wr[i].ceiling / 1e6,
-		       (unsigned long long)r.dom[c.wr[i].domain].peak_charged,
-		       (unsigned long long)r.wr[i].enomem, (unsigned long long)r.wr[i].oom,
-		       (double)r.wr[i].max_pause_ns / 1e6, (double)r.wr[i].p99_pause_ns / 1e6,
-		       (double)r.wr[i].max_stall_ns / 1e6, (unsigned long long)r.wr[i].lost_bytes);
-	if (m.realtime) {
+		       i, c->dom[c->wr[i].domain].name, (unsigned long long)r->wr[i].bytes,
+		       (double)r->wr[i].done_ns / 1e9, r->wr[i].throughput / 1e6,
+		       100 * r->wr[i].ratio, (double)r->wr[i].ceiling / 1e6,
+		       (unsigned long long)r->dom[c->wr[i].domain].peak_charged,
+		       (unsigned long long)r->wr[i].enomem, (unsigned long long)r->wr[i].oom,
+		       (double)r->wr[i].max_pause_ns / 1e6, (double)r->wr[i].p99_pause_ns / 1e6,
+		       (double)r->wr[i].max_stall_ns / 1e6,
+		       (unsigned long long)r->wr[i].lost_bytes);
+	if (m->realtime) {
 		uint64_t bytes = 0;
 
-		for (i = 0; i < c.nwr; i++)
-			bytes += r.wr[i].bytes;
+		for (i = 0; i < c->nwr; i++)
+			bytes += r->wr[i].bytes;
 		printf("real time, %s: %.1f MiB/s in all; peak RSS %.1f MiB beside peak charged "
 		       "%.1f MiB\n",
-		       m.file ? "file backend" : "simulated server",
-		       r.end_ns ? (double)bytes / (1 << 20) / ((double)r.end_ns / 1e9) : 0,
-		       (double)r.peak_rss / (1 << 20), (double)r.peak_charged / (1 << 20));
-		if (m.file)
-			printf("file %s: %s\n", m.file, r.io_note);
+		       m->file ? "file backend" : "simulated server",
+		       r->end_ns ? (double)bytes / (1 << 20) / ((double)r->end_ns / 1e9) : 0,
+		       (double)r->peak_rss / (1 << 20), (double)r->peak_charged / (1 << 20));
+		if (m->file)
+			printf("file %s: %s\n", m->file, r->io_note);
 	}
-	if (!m.realtime)
-		print_backends(&c, &r);
-	printf("Jain index %.4f; %llu commits asked, %llu server commits; %.2f s %s\n", r.jain,
-	       (unsigned long long)r.commits_asked, (unsigned long long)r.server_commits,
-	       r.wall_seconds, m.realtime ? "in all" : "of CPU");
-	if (!m.realtime && r.nwindows)
+	if (!m->realtime)
+		print_backends(c, r);
+	printf("Jain index %.4f; %llu commits asked, %llu server commits; %.2f s %s\n", r->jain,
+	       (unsigned long long)r->commits_asked, (unsigned long long)r->server_commits,
+	       r->wall_seconds, m->realtime ? "in all" : "of CPU");
+	if (!m->realtime && r->nwindows)
 		printf("Jain index over %.1f s windows: %.4f at worst (%llu windows with two "
 		       "writers or more throughout, %llu of them without progress for any)\n",
-		       (double)r.window_ns / 1e9, r.jain_window, (unsigned long long)r.nwindows,
-		       (unsigned long long)r.idle_windows);
+		       (double)r->window_ns / 1e9, r->jain_window, (unsigned long long)r->nwindows,
+		       (unsigned long long)r->idle_windows);
+}
+
+int main(int argc, char **argv)
+{
+	/* Static: what they hold stays reachable until the process exits. */
+	static struct sim_config c;
+	static struct sim_result r;
+	struct cli a = { &c, { false, NULL }, NULL, false };
+	char err[1024];
+	int rc;
+
+	sim_config_init(&c);
+	if ((rc = parse_args(argc, argv, &a)) != CLI_GO_ON)
+		return rc;
+	if (a.scenario)
+		return run_scenario(&a);
+	if (!c.nwr)
+		return bad("nothing to run: give --scenario, or --domain and --writer");
+	if (sim_config_check(&c, sim_phys_bytes(), err, sizeof(err)))
+		return bad(err);
+	if (a.m.realtime && sim_realtime_check(&c, err, sizeof(err)))
+		return bad(err);
+	if (run(&c, &a.m, &r, err, sizeof(err))) {
+		fprintf(stderr, "unstable-sim: %s\n", err);
+		return 1;
+	}
+	if (a.json) {
+		json_run(&c, &r, &a.m);
+		return 0;
+	}
+	print_run(&c, &r, &a.m);
 	return 0;
 }

@@ -791,83 +791,97 @@ int sim_realtime_check(const struct sim_config *c, char *err, size_t len)
 
 #define FAIL(...) (snprintf(err, len, __VA_ARGS__), rc = -1)
 
-int sim_run_realtime(const struct sim_config *c, const char *file_path, struct sim_result *r,
-		     char *err, size_t len)
+/* Frees the run's state and its arrays (those allocated so far). */
+static void rt_free(struct rt *s)
 {
-	struct us_backend_ops ops = { .size = sizeof(ops) };
-	struct us_engine_options opts;
-	struct rt *s;
-	us_domain **dom;
-	uint64_t t1, end = 0;
-	size_t nd = c->ndom ? (size_t)c->ndom : 1;
-	int i, started = 0, rc = 0;
+	if (!s)
+		return;
+	free(s->w);
+	free(s->flushes);
+	free(s->dom_commits);
+	free(s->touched);
+	free(s->hit_srv);
+	free(s->hit_file);
+	free(s);
+}
 
-	if (sim_result_alloc(r, c, err, len) || sim_realtime_check(c, err, len))
-		return -1;
-	s = calloc(1, sizeof(*s));
-	dom = calloc(nd, sizeof(*dom));
-	if (s) {
-		s->w = calloc(c->nwr ? (size_t)c->nwr : 1, sizeof(*s->w));
-		s->flushes = calloc(nd, sizeof(*s->flushes));
-		s->dom_commits = calloc(nd, sizeof(*s->dom_commits));
-		s->touched = calloc(nd, sizeof(*s->touched));
-		s->hit_srv = calloc(nd, sizeof(*s->hit_srv));
-		s->hit_file = calloc(nd, sizeof(*s->hit_file));
+/* The run's state with its arrays per writer and per domain (nd of them),
+ * or NULL without memory. */
+static struct rt *rt_alloc(const struct sim_config *c, size_t nd)
+{
+	struct rt *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->w = calloc(c->nwr ? (size_t)c->nwr : 1, sizeof(*s->w));
+	s->flushes = calloc(nd, sizeof(*s->flushes));
+	s->dom_commits = calloc(nd, sizeof(*s->dom_commits));
+	s->touched = calloc(nd, sizeof(*s->touched));
+	s->hit_srv = calloc(nd, sizeof(*s->hit_srv));
+	s->hit_file = calloc(nd, sizeof(*s->hit_file));
+	if (!s->w || !s->flushes || !s->dom_commits || !s->touched || !s->hit_srv || !s->hit_file) {
+		rt_free(s);
+		return NULL;
 	}
-	if (!s || !dom || !s->w || !s->flushes || !s->dom_commits || !s->touched || !s->hit_srv ||
-	    !s->hit_file) {
-		if (s) {
-			free(s->w);
-			free(s->flushes);
-			free(s->dom_commits);
-			free(s->touched);
-			free(s->hit_srv);
-			free(s->hit_file);
-		}
-		free(s);
-		free(dom);
-		snprintf(err, len, "out of memory");
-		return -1;
-	}
+	return s;
+}
+
+/* The lock and the condition (on the monotonic clock, as the threads'
+ * deadlines are), then the run's start: the peak RSS is reset and the
+ * commit interval counts from now. */
+static void rt_start(struct rt *s, const struct sim_config *c, const char *file_path)
+{
+	pthread_condattr_t ca;
+
 	s->c = c;
 	s->file = file_path != NULL;
 	s->fd = s->dfd = -1;
-	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&s->cond, &ca);
-		pthread_condattr_destroy(&ca);
-		pthread_mutex_init(&s->lock, NULL);
-	}
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&s->lock, NULL);
 	reset_peak_rss(); /* when refused, VmHWM covers the process's life */
 	s->t0 = now_ns();
 	sim_commit_init(&s->cm, &c->backend, s->t0 + c->backend.commit_interval);
-	if (s->file && file_open(s, file_path, err, len)) {
-		rc = -1;
-		goto out;
-	}
+}
+
+/* The file if any, the engine in real time with its backend (the file or
+ * the simulated server) and the config's domains. */
+static int rt_engine_create(struct rt *s, us_domain **dom, const char *file_path, char *err,
+			    size_t len)
+{
+	const struct sim_config *c = s->c;
+	struct us_backend_ops ops = { .size = sizeof(ops) };
+	struct us_engine_options opts;
+	int rc = 0;
+
+	if (s->file && file_open(s, file_path, err, len))
+		return -1;
 	ops.flush = s->file ? file_flush : srv_flush;
 	ops.sync = s->file ? file_sync : srv_sync;
 	us_engine_options_init(&opts);
 	opts.memory_bytes = c->memory;
 	opts.flusher_threads = 2;
-	if (us_engine_create(&opts, &s->e)) {
-		FAIL("cannot create the engine");
-		goto out;
-	}
+	if (us_engine_create(&opts, &s->e))
+		return FAIL("cannot create the engine");
 	if (us_engine_set_param(s->e, US_PARAM_FORCE_COMMIT, c->policy == SIM_POLICY_UNSTABLE) ||
 	    us_engine_set_param(s->e, US_PARAM_MAX_FLUSH_BYTES, c->backend.rpc) ||
 	    us_backend_create(s->e, &ops, s, &s->bk) ||
-	    us_backend_set_max_inflight(s->bk, c->backend.rpcs * c->backend.rpc)) {
-		FAIL("cannot set up the backend");
-		goto out;
-	}
-	if (sim_domains_create(s->e, c, dom, err, len)) {
-		rc = -1;
-		goto out;
-	}
+	    us_backend_set_max_inflight(s->bk, c->backend.rpcs * c->backend.rpc))
+		return FAIL("cannot set up the backend");
+	if (sim_domains_create(s->e, c, dom, err, len))
+		return -1;
+	return rc;
+}
+
+/* Each writer's object, its pattern key and its region of the file (each
+ * region aligned); with the simulated server, its blocks' records too. */
+static int rt_writers_create(struct rt *s, us_domain **dom, char *err, size_t len)
+{
+	const struct sim_config *c = s->c;
+	int i, rc = 0;
+
 	for (i = 0; i < c->nwr; i++) {
 		struct writer *w = &s->w[i];
 
@@ -882,29 +896,43 @@ int sim_run_realtime(const struct sim_config *c, const char *file_path, struct s
 			w->blk = calloc(w->nblocks, sizeof(*w->blk));
 		}
 		if ((!s->file && !w->blk) ||
-		    us_object_create(s->bk, dom[c->wr[i].domain], (void *)(intptr_t)i, &w->o)) {
-			FAIL("cannot create writer %d", i);
-			goto out;
-		}
+		    us_object_create(s->bk, dom[c->wr[i].domain], (void *)(intptr_t)i, &w->o))
+			return FAIL("cannot create writer %d", i);
 	}
+	return rc;
+}
+
+/* The backend's threads: the file's workers (one per request in flight, at
+ * most MAX_WORKERS) and its committer, or the simulated server's. */
+static int rt_server_start(struct rt *s, char *err, size_t len)
+{
+	const struct sim_config *c = s->c;
+	int i, rc = 0;
+
 	if (s->file) {
 		s->nworkers =
 			c->backend.rpcs < MAX_WORKERS ? (unsigned)c->backend.rpcs : MAX_WORKERS;
 		for (i = 0; i < (int)s->nworkers; i++)
 			if (pthread_create(&s->workers[i], NULL, file_worker, s)) {
 				s->nworkers = (unsigned)i;
-				FAIL("cannot start the file's workers");
-				goto out;
+				return FAIL("cannot start the file's workers");
 			}
-		if (pthread_create(&s->server, NULL, file_committer, s)) {
-			FAIL("cannot start the committer");
-			goto out;
-		}
+		if (pthread_create(&s->server, NULL, file_committer, s))
+			return FAIL("cannot start the committer");
 	} else if (pthread_create(&s->server, NULL, srv_main, s)) {
-		FAIL("cannot start the server");
-		goto out;
+		return FAIL("cannot start the server");
 	}
 	s->server_started = true;
+	return rc;
+}
+
+/* The writers' threads, started together and joined: the writers' end is
+ * the last one's, and a writer's unexpected error fails the run. */
+static int rt_writers_run(struct rt *s, struct sim_result *r, char *err, size_t len)
+{
+	const struct sim_config *c = s->c;
+	uint64_t end = 0;
+	int i, started, rc = 0;
 
 	for (started = 0; started < c->nwr; started++)
 		if (pthread_create(&s->w[started].thread, NULL, writer_main, &s->w[started])) {
@@ -919,20 +947,30 @@ int sim_run_realtime(const struct sim_config *c, const char *file_path, struct s
 			FAIL("writer %d: %s", i, us_strerror(s->w[i].err));
 	}
 	r->end_ns = end > s->t0 ? end - s->t0 : 0;
+	return rc;
+}
 
-	/* The final sync: everything written must reach the server, durably.
-	 * An error means writes were lost: counted below. */
+/* The final sync: everything written must reach the server, durably. An
+ * error means writes were lost: counted in the results. rc is the run's so
+ * far; data left behind fails a run that had not failed yet. */
+static int rt_final_sync(struct rt *s, struct sim_result *r, int rc, char *err, size_t len)
+{
+	struct us_domain_stats st = { .size = sizeof(st) };
+
 	us_domain_sync(us_engine_root(s->e));
-	{
-		struct us_domain_stats st = { .size = sizeof(st) };
+	us_domain_stats(us_engine_root(s->e), &st);
+	r->peak_rss = peak_rss();
+	r->peak_charged = st.peak_charged_bytes;
+	if (st.dirty_bytes + st.writeback_bytes + st.unstable_bytes && rc == 0)
+		FAIL("the final sync left data behind");
+	return rc;
+}
 
-		us_domain_stats(us_engine_root(s->e), &st);
-		r->peak_rss = peak_rss();
-		r->peak_charged = st.peak_charged_bytes;
-		if (st.dirty_bytes + st.writeback_bytes + st.unstable_bytes && rc == 0)
-			FAIL("the final sync left data behind");
-	}
-out:
+/* The backend's threads are told to stop, and joined. */
+static void rt_server_stop(struct rt *s)
+{
+	int i;
+
 	if (s->server_started || s->nworkers) {
 		pthread_mutex_lock(&s->lock);
 		s->stop = true;
@@ -943,98 +981,115 @@ out:
 		if (s->server_started)
 			pthread_join(s->server, NULL);
 	}
-	if (rc == 0 && s->file && file_verify(s, err, len))
-		rc = -1;
-	if (rc == 0) {
-		for (i = 0; i < c->nwr; i++) {
-			struct sim_writer_result *wr = &r->wr[i];
-			struct writer *w = &s->w[i];
-			uint64_t k, bs = c->wr[i].bs;
+}
 
-			wr->bytes = w->off;
-			wr->done_ns = w->done - w->start;
-			wr->enomem = w->enomem;
-			wr->max_pause_ns = w->pauses.max;
-			wr->p99_pause_ns = sim_pauses_p99(&w->pauses);
-			wr->pauses = w->pauses.n;
-			if (s->file) {
-				wr->lost_bytes = w->lost; /* file_verify() */
-			} else {
-				unsigned char *want = malloc((size_t)bs);
+/* With the simulated server: the bytes of writer w's blocks (of bs) that
+ * are not durable there, or durable with another checksum than the pattern's. */
+static uint64_t rt_srv_lost(const struct writer *w, uint64_t bs)
+{
+	unsigned char *want = malloc((size_t)bs);
+	uint64_t k, lost = 0;
 
-				for (k = 0; k * bs < w->off; k++) {
-					size_t n = (size_t)(w->off - k * bs < bs ? w->off - k * bs :
-										   bs);
-					bool ok = want && w->blk[k].txn && w->blk[k].durable;
+	for (k = 0; k * bs < w->off; k++) {
+		size_t n = (size_t)(w->off - k * bs < bs ? w->off - k * bs : bs);
+		bool ok = want && w->blk[k].txn && w->blk[k].durable;
 
-					if (ok) {
-						pattern_fill(w->key, k * bs, want, n);
-						ok = checksum(want, n) == w->blk[k].sum;
-					}
-					if (!ok)
-						wr->lost_bytes += n;
-				}
-				free(want);
-			}
-			wr->throughput =
-				wr->done_ns ? (double)wr->bytes / ((double)wr->done_ns / SEC) : 0;
-			/* The writer's ceiling: its own rate, and the backend's, which
-			 * for a file is what it took while it was busy. */
-			wr->ceiling = c->wr[i].rate ? c->wr[i].rate : UINT64_MAX;
-			if (!s->file && c->backend.bw < wr->ceiling)
-				wr->ceiling = c->backend.bw;
-			if (s->file && s->last_io > s->first_io) {
-				uint64_t fbw =
-					(uint64_t)((double)s->bytes /
-						   ((double)(s->last_io - s->first_io) / SEC));
-
-				if (fbw < wr->ceiling)
-					wr->ceiling = fbw;
-			}
-			if (wr->ceiling == UINT64_MAX)
-				wr->ceiling = 0;
-			wr->ratio = wr->ceiling ? wr->throughput / (double)wr->ceiling : 0;
+		if (ok) {
+			pattern_fill(w->key, k * bs, want, n);
+			ok = checksum(want, n) == w->blk[k].sum;
 		}
-		sim_result_fill(r, c, dom, &s->bk, 1, s->dom_commits, s->flushes, s->cm.commits);
-		for (i = 0; i < c->ndom; i++)
-			r->dom[i].over_max = r->dom[i].peak_charged > c->dom[i].max;
-		if (s->file) {
-			r->file_bytes = s->bytes;
-			r->direct_bytes = s->direct_bytes;
-			if (s->dfd < 0 && s->dio_errno)
-				snprintf(r->io_note, sizeof(r->io_note),
-					 "O_DIRECT refused by the filesystem (%s): buffered writes",
-					 strerror(s->dio_errno));
-			else if (s->dfd < 0)
-				snprintf(r->io_note, sizeof(r->io_note),
-					 "no O_DIRECT: a writer's bs is not a multiple of %u: "
-					 "buffered writes",
-					 DIO_ALIGN);
-			else if (s->direct_failed)
-				snprintf(r->io_note, sizeof(r->io_note),
-					 "O_DIRECT refused at a write (%s): buffered from then on, "
-					 "O_DIRECT for %llu of %llu bytes",
-					 strerror(s->dio_errno),
-					 (unsigned long long)s->direct_bytes,
-					 (unsigned long long)s->bytes);
-			else if (s->direct_bytes == s->bytes && !s->bounce_bytes)
-				snprintf(r->io_note, sizeof(r->io_note),
-					 "O_DIRECT for every write");
-			else
-				snprintf(r->io_note, sizeof(r->io_note),
-					 "O_DIRECT for %llu of %llu bytes, %llu of them through an "
-					 "aligned copy (payloads not 4096-aligned)",
-					 (unsigned long long)s->direct_bytes,
-					 (unsigned long long)s->bytes,
-					 (unsigned long long)s->bounce_bytes);
-			if (s->io_errno) {
-				size_t n = strlen(r->io_note);
-
-				snprintf(r->io_note + n, sizeof(r->io_note) - n, "; I/O error: %s",
-					 strerror(s->io_errno));
-			}
-		}
+		if (!ok)
+			lost += n;
 	}
+	free(want);
+	return lost;
+}
+
+/* Each writer's figures: its bytes, time and pauses, the bytes it lost, and
+ * its throughput against its ceiling. */
+static void rt_writer_results(struct rt *s, struct sim_result *r)
+{
+	const struct sim_config *c = s->c;
+	int i;
+
+	for (i = 0; i < c->nwr; i++) {
+		struct sim_writer_result *wr = &r->wr[i];
+		struct writer *w = &s->w[i];
+
+		wr->bytes = w->off;
+		wr->done_ns = w->done - w->start;
+		wr->enomem = w->enomem;
+		wr->max_pause_ns = w->pauses.max;
+		wr->p99_pause_ns = sim_pauses_p99(&w->pauses);
+		wr->pauses = w->pauses.n;
+		if (s->file)
+			wr->lost_bytes = w->lost; /* file_verify() */
+		else
+			wr->lost_bytes += rt_srv_lost(w, c->wr[i].bs);
+		wr->throughput = wr->done_ns ? (double)wr->bytes / ((double)wr->done_ns / SEC) : 0;
+		/* The writer's ceiling: its own rate, and the backend's, which
+		 * for a file is what it took while it was busy. */
+		wr->ceiling = c->wr[i].rate ? c->wr[i].rate : UINT64_MAX;
+		if (!s->file && c->backend.bw < wr->ceiling)
+			wr->ceiling = c->backend.bw;
+		if (s->file && s->last_io > s->first_io) {
+			uint64_t fbw = (uint64_t)((double)s->bytes /
+						  ((double)(s->last_io - s->first_io) / SEC));
+
+			if (fbw < wr->ceiling)
+				wr->ceiling = fbw;
+		}
+		if (wr->ceiling == UINT64_MAX)
+			wr->ceiling = 0;
+		wr->ratio = wr->ceiling ? wr->throughput / (double)wr->ceiling : 0;
+	}
+}
+
+/* The file's figures: its bytes, those written with O_DIRECT, and a note on
+ * how it was written (O_DIRECT or not, and why) and on an I/O error. */
+static void rt_file_results(struct rt *s, struct sim_result *r)
+{
+	r->file_bytes = s->bytes;
+	r->direct_bytes = s->direct_bytes;
+	if (s->dfd < 0 && s->dio_errno)
+		snprintf(r->io_note, sizeof(r->io_note),
+			 "O_DIRECT refused by the filesystem (%s): buffered writes",
+			 strerror(s->dio_errno));
+	else if (s->dfd < 0)
+		snprintf(r->io_note, sizeof(r->io_note),
+			 "no O_DIRECT: a writer's bs is not a multiple of %u: "
+			 "buffered writes",
+			 DIO_ALIGN);
+	else if (s->direct_failed)
+		snprintf(r->io_note, sizeof(r->io_note),
+			 "O_DIRECT refused at a write (%s): buffered from then on, "
+			 "O_DIRECT for %llu of %llu bytes",
+			 strerror(s->dio_errno), (unsigned long long)s->direct_bytes,
+			 (unsigned long long)s->bytes);
+	else if (s->direct_bytes == s->bytes && !s->bounce_bytes)
+		snprintf(r->io_note, sizeof(r->io_note), "O_DIRECT for every write");
+	else
+		snprintf(r->io_note, sizeof(r->io_note),
+			 "O_DIRECT for %llu of %llu bytes, %llu of them through an "
+			 "aligned copy (payloads not 4096-aligned)",
+			 (unsigned long long)s->direct_bytes, (unsigned long long)s->bytes,
+			 (unsigned long long)s->bounce_bytes);
+	if (s->io_errno) {
+		size_t n = strlen(r->io_note);
+
+		snprintf(r->io_note + n, sizeof(r->io_note) - n, "; I/O error: %s",
+			 strerror(s->io_errno));
+	}
+}
+
+/* Everything the run set up goes, whether it finished or not, and its wall
+ * time is taken; rc is the run's so far, and becomes -1 if the engine
+ * still held data at the end. */
+static int rt_fini(struct rt *s, struct sim_result *r, int rc, char *err, size_t len)
+{
+	const struct sim_config *c = s->c;
+	int i;
+
 	/* Everything is clean: the engine frees its payloads. When the sync
 	 * could not finish, the engine's memory goes with the process. */
 	if (s->e && us_engine_destroy(s->e) != 0 && rc == 0)
@@ -1051,17 +1106,53 @@ out:
 		close(s->dfd);
 	if (s->fd >= 0)
 		close(s->fd);
-	t1 = now_ns();
-	r->wall_seconds = (double)(t1 - s->t0) / 1e9;
+	r->wall_seconds = (double)(now_ns() - s->t0) / 1e9;
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
-	free(s->w);
-	free(s->flushes);
-	free(s->dom_commits);
-	free(s->touched);
-	free(s->hit_srv);
-	free(s->hit_file);
-	free(s);
+	rt_free(s);
+	return rc;
+}
+
+int sim_run_realtime(const struct sim_config *c, const char *file_path, struct sim_result *r,
+		     char *err, size_t len)
+{
+	size_t nd = c->ndom ? (size_t)c->ndom : 1;
+	struct rt *s;
+	us_domain **dom;
+	int i, rc;
+
+	if (sim_result_alloc(r, c, err, len) || sim_realtime_check(c, err, len))
+		return -1;
+	s = rt_alloc(c, nd);
+	dom = calloc(nd, sizeof(*dom));
+	if (!s || !dom) {
+		rt_free(s);
+		free(dom);
+		snprintf(err, len, "out of memory");
+		return -1;
+	}
+	rt_start(s, c, file_path);
+	rc = rt_engine_create(s, dom, file_path, err, len);
+	if (!rc)
+		rc = rt_writers_create(s, dom, err, len);
+	if (!rc)
+		rc = rt_server_start(s, err, len);
+	if (!rc) {
+		rc = rt_writers_run(s, r, err, len);
+		rc = rt_final_sync(s, r, rc, err, len);
+	}
+	rt_server_stop(s);
+	if (rc == 0 && s->file && file_verify(s, err, len))
+		rc = -1;
+	if (rc == 0) {
+		rt_writer_results(s, r);
+		sim_result_fill(r, c, dom, &s->bk, 1, s->dom_commits, s->flushes, s->cm.commits);
+		for (i = 0; i < c->ndom; i++)
+			r->dom[i].over_max = r->dom[i].peak_charged > c->dom[i].max;
+		if (s->file)
+			rt_file_results(s, r);
+	}
+	rc = rt_fini(s, r, rc, err, len);
 	free(dom);
 	return rc;
 }

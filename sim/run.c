@@ -673,31 +673,43 @@ static int observe(const struct sim_config *c, us_engine *e, us_domain **dom,
 	return us_engine_check(e, msg, len) ? -1 : 0;
 }
 
-int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t len)
-{
-	struct us_engine_options opts;
-	struct sim_srv *srv = NULL;
-	struct layout lay = { NULL, NULL, NULL, 0 };
-	int nsrv = 1 + c->nbk, *nwb = NULL;
-	us_backend **bks = NULL;
-	uint64_t *flushes = NULL, *dom_commits = NULL, server_commits = 0;
-	us_engine *e = NULL;
-	us_domain **dom = NULL;
-	struct wstate *w = NULL;
-	struct timespec t0, t1;
-	uint64_t now = 0, next = 0, next_sample = 0, last_sample = 0;
-	uint64_t *last_off = NULL, *last_pause = NULL;
-	size_t nw = c->nwr ? (size_t)c->nwr : 1, ndue, j;
+/*
+ * What the steps of sim_run() share: the config and the result, the
+ * engine with its servers, domains and writers, the queue of the writers
+ * waiting, the trace's state and the clock of the loop.
+ */
+struct run {
+	const struct sim_config *c;
+	struct sim_result *r;
+	char *err;
+	size_t len;
+	struct sim_srv *srv;
+	struct layout lay;
+	int nsrv, *nwb;
+	us_backend **bks;
+	uint64_t *flushes, *dom_commits;
+	us_engine *e;
+	us_domain **dom;
+	struct wstate *w;
+	uint64_t now, next; /* the clock; the engine's next event */
+	uint64_t next_sample, last_sample;
+	uint64_t *last_off, *last_pause; /* per writer, for the trace */
+	size_t nw;			 /* the writers' arrays' length: at least 1 */
 	struct wqueue queue;
-	int *due = NULL, *tmp = NULL;
-	size_t *bounds = NULL;
-	FILE *trace = NULL;
-	char msg[256];
-	int i, left, rc = 0;
+	int *due, *tmp; /* the writers due at a step, and wq_pop_due()'s scratch */
+	size_t *bounds;
+	FILE *trace;
+	int left; /* the writers not done yet */
+};
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (sim_result_alloc(r, c, err, len))
-		return -1;
+/* Each writer names a backend and a stripe of the config, its stripe over
+ * known backends in units of a multiple of its bs: checked before anything
+ * is set up, since the servers' layout relies on it. */
+static int run_check_writers(const struct sim_config *c, char *err, size_t len)
+{
+	size_t j;
+	int i;
+
 	for (i = 0; i < c->nwr; i++) {
 		const struct sim_writer *cw = &c->wr[i];
 		const struct sim_stripe *st;
@@ -717,55 +729,67 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 				return -1;
 			}
 	}
-	srv = calloc((size_t)nsrv, sizeof(*srv));
-	nwb = calloc((size_t)nsrv, sizeof(*nwb));
-	bks = calloc((size_t)nsrv, sizeof(*bks));
-	flushes = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*flushes));
-	dom_commits = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*dom_commits));
-	dom = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*dom));
-	w = calloc(nw, sizeof(*w));
-	last_off = calloc(nw, sizeof(*last_off));
-	last_pause = calloc(nw, sizeof(*last_pause));
-	due = calloc(nw, sizeof(*due));
-	tmp = calloc(nw, sizeof(*tmp));
-	bounds = calloc(nw + 1, sizeof(*bounds));
-	if (wq_init(&queue, w, nw) || !srv || !nwb || !bks || !flushes || !dom_commits || !dom ||
-	    !w || !last_off || !last_pause || !due || !tmp || !bounds) {
-		FAIL("out of memory for %d writers and %d domains", c->nwr, c->ndom);
-		goto out;
-	}
+	return 0;
+}
+
+/* The run's arrays, the trace file with its header and the engine on its
+ * virtual clock: all a run needs before its servers and writers exist. */
+static int run_alloc(struct run *s)
+{
+	const struct sim_config *c = s->c;
+	struct us_engine_options opts;
+	size_t nw = s->nw;
+	char *err = s->err;
+	size_t len = s->len;
+	int rc = 0;
+
+	s->srv = calloc((size_t)s->nsrv, sizeof(*s->srv));
+	s->nwb = calloc((size_t)s->nsrv, sizeof(*s->nwb));
+	s->bks = calloc((size_t)s->nsrv, sizeof(*s->bks));
+	s->flushes = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*s->flushes));
+	s->dom_commits = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*s->dom_commits));
+	s->dom = calloc(c->ndom ? (size_t)c->ndom : 1, sizeof(*s->dom));
+	s->w = calloc(nw, sizeof(*s->w));
+	s->last_off = calloc(nw, sizeof(*s->last_off));
+	s->last_pause = calloc(nw, sizeof(*s->last_pause));
+	s->due = calloc(nw, sizeof(*s->due));
+	s->tmp = calloc(nw, sizeof(*s->tmp));
+	s->bounds = calloc(nw + 1, sizeof(*s->bounds));
+	if (wq_init(&s->queue, s->w, nw) || !s->srv || !s->nwb || !s->bks || !s->flushes ||
+	    !s->dom_commits || !s->dom || !s->w || !s->last_off || !s->last_pause || !s->due ||
+	    !s->tmp || !s->bounds)
+		return FAIL("out of memory for %d writers and %d domains", c->nwr, c->ndom);
 	if (c->trace) {
-		trace = fopen(c->trace, "w");
-		if (!trace) {
-			FAIL("cannot write %s", c->trace);
-			goto out;
-		}
-		fprintf(trace, "time_s,kind,name,dirty,writeback,unstable,charged,bg_thresh,"
-			       "dirty_thresh,rate,pause_ms\n");
+		s->trace = fopen(c->trace, "w");
+		if (!s->trace)
+			return FAIL("cannot write %s", c->trace);
+		fprintf(s->trace, "time_s,kind,name,dirty,writeback,unstable,charged,bg_thresh,"
+				  "dirty_thresh,rate,pause_ms\n");
 	}
 	us_engine_options_init(&opts);
 	opts.clock = US_CLOCK_VIRTUAL;
 	opts.memory_bytes = c->memory;
-	if (us_engine_create(&opts, &e)) {
-		FAIL("cannot create the engine");
-		goto out;
-	}
+	if (us_engine_create(&opts, &s->e))
+		return FAIL("cannot create the engine");
 	{
 		uint64_t max_pause = 0;
 
-		us_engine_get_param(e, US_PARAM_MAX_PAUSE_NS, &max_pause);
-		r->window_ns = 10 * (max_pause ? max_pause : 200 * MS);
+		us_engine_get_param(s->e, US_PARAM_MAX_PAUSE_NS, &max_pause);
+		s->r->window_ns = 10 * (max_pause ? max_pause : 200 * MS);
 	}
-	/* The client knows its link's speed: the engine's first estimate of
-	 * the clean-out rate, before it has measured anything (all policies). */
-	if (servers_init(c, e, srv, nsrv, nwb, &lay, err, len)) {
-		rc = -1;
-		goto out;
-	}
-	if (sim_domains_create(e, c, dom, err, len)) {
-		rc = -1;
-		goto out;
-	}
+	return rc;
+}
+
+/* The writers' objects, each at its backend (striped: one at each backend
+ * of its stripe), and each writer queued for its start. */
+static int run_writers_create(struct run *s)
+{
+	const struct sim_config *c = s->c;
+	struct wstate *w = s->w;
+	char *err = s->err;
+	size_t len = s->len, j;
+	int i, rc = 0;
+
 	for (i = 0; i < c->nwr; i++) {
 		const struct sim_stripe *st = stripe_of(c, i);
 
@@ -774,229 +798,288 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		if (st) {
 			w[i].objs = calloc((size_t)st->n, sizeof(*w[i].objs));
 			for (j = 0; w[i].objs && j < (size_t)st->n; j++)
-				if (us_object_create(srv[st->bk[j]].bk, dom[c->wr[i].domain],
-						     (void *)(intptr_t)comp_loc(&lay, i, (int)j),
+				if (us_object_create(s->srv[st->bk[j]].bk, s->dom[c->wr[i].domain],
+						     (void *)(intptr_t)comp_loc(&s->lay, i, (int)j),
 						     &w[i].objs[j]))
 					break;
-			if (!w[i].objs || j < (size_t)st->n) {
-				FAIL("cannot create writer %d", i);
-				goto out;
-			}
+			if (!w[i].objs || j < (size_t)st->n)
+				return FAIL("cannot create writer %d", i);
 			w[i].o = w[i].objs[0];
-		} else if (us_object_create(srv[c->wr[i].backend].bk, dom[c->wr[i].domain],
-					    (void *)(intptr_t)comp_loc(&lay, i, 0), &w[i].o)) {
-			FAIL("cannot create writer %d", i);
-			goto out;
+		} else if (us_object_create(s->srv[c->wr[i].backend].bk, s->dom[c->wr[i].domain],
+					    (void *)(intptr_t)comp_loc(&s->lay, i, 0), &w[i].o)) {
+			return FAIL("cannot create writer %d", i);
 		}
 		w[i].wait_until = w[i].progress_ns = c->wr[i].start_ns;
-		wq_push(&queue, i);
+		wq_push(&s->queue, i);
 	}
-	wq_close(&queue);
-	if (queue.nomem) {
-		FAIL("out of memory for %d writers", c->nwr);
-		goto out;
-	}
+	wq_close(&s->queue);
+	if (s->queue.nomem)
+		return FAIL("out of memory for %d writers", c->nwr);
+	return rc;
+}
 
-	for (left = c->nwr; left;) {
+/*
+ * The time series: per domain its bytes and thresholds, per writer its
+ * rate since the last sample and its last pause. Nothing changes between
+ * two steps, so the samples due since the last step read the state as it
+ * is now, before this step's events: the trace never adds a step of its
+ * own (an extra poll would change what happens).
+ */
+static void run_trace(struct run *s)
+{
+	const struct sim_config *c = s->c;
+	int i;
+
+	while (s->trace && s->now >= s->next_sample) {
+		uint64_t ts = s->next_sample;
+		double dt = ts > s->last_sample ? (double)(ts - s->last_sample) / SEC : 0;
+
+		for (i = 0; i < c->ndom; i++) {
+			struct us_domain_stats st = { .size = sizeof(st) };
+			struct us_domain_limits lim = { .size = sizeof(lim) };
+
+			us_domain_stats(s->dom[i], &st);
+			us_domain_effective_limits(s->dom[i], &lim);
+			fprintf(s->trace, "%.3f,domain,%s,%llu,%llu,%llu,%llu,%llu,%llu,,\n",
+				(double)ts / SEC, c->dom[i].name,
+				(unsigned long long)st.dirty_bytes,
+				(unsigned long long)st.writeback_bytes,
+				(unsigned long long)st.unstable_bytes,
+				(unsigned long long)st.charged_bytes,
+				(unsigned long long)lim.bg_thresh_bytes,
+				(unsigned long long)lim.dirty_thresh_bytes);
+		}
+		for (i = 0; i < c->nwr; i++) {
+			fprintf(s->trace, "%.3f,writer,%d,,,,,,,%.0f,%.3f\n", (double)ts / SEC, i,
+				dt > 0 ? (double)(s->w[i].off - s->last_off[i]) / dt : 0,
+				(double)s->last_pause[i] / 1e6);
+			s->last_off[i] = s->w[i].off;
+		}
+		s->last_sample = ts;
+		s->next_sample = ts + (c->trace_every_ns ? c->trace_every_ns : 100 * MS);
+	}
+}
+
+/* A writer stops at now, done (out of memory, OOM-killed): its stall up to
+ * now counts, and the loop has one writer less to wait for. */
+static void writer_stop(struct run *s, struct wstate *x)
+{
+	stall_end(x, s->now);
+	x->done = true;
+	x->done_ns = s->now;
+	s->left--;
+}
+
+/*
+ * Writer i found no memory for its block (at ooff of object x->o, bs
+ * bytes): the whole wait is one pause. Naive flushes and commits
+ * everything first; no-reclaim-wait takes what reclaim freed at once, and
+ * is OOM-killed when its domain holds only dirty data and writeback. True
+ * when the writer is done for this step (waiting, or killed); else *g and
+ * *b are what the last us_buf_get() answered.
+ */
+static bool writer_full(struct run *s, int i, uint64_t ooff, uint64_t bs, int *g, us_buf **b,
+			uint64_t *pause)
+{
+	const struct sim_config *c = s->c;
+	const struct sim_stripe *st = stripe_of(c, i);
+	struct wstate *x = &s->w[i];
+
+	if (!x->blocked) {
+		x->blocked = true;
+		x->blocked_since = s->now;
+	}
+	if (c->policy == SIM_POLICY_NAIVE) {
+		/* Full: flush everything, commit, wait; and again at each
+		 * retry (every stripe). */
+		int q;
+
+		for (q = 0; q < (st ? st->n : 1); q++) {
+			us_object *o = st ? x->objs[q] : x->o;
+
+			us_object_flush(o, 0, UINT64_MAX, 0);
+			us_object_commit(o);
+		}
+	}
+	us_object_reclaim(x->o, bs, pause);
+	if (c->policy == SIM_POLICY_NO_RECLAIM_WAIT) {
+		/* What reclaim freed at once, then no waiting. */
+		*g = us_buf_get(x->o, ooff, bs, US_GET_NODATA | US_GET_NOWAIT, b);
+		if (*g == -EAGAIN && only_writeback(s->dom[c->wr[i].domain])) {
+			x->oom++;
+			writer_stop(s, x);
+			return true;
+		}
+	}
+	if (*g == -EAGAIN) {
+		x->wait_until = s->now + (*pause ? *pause : MS);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Writer i acts once at now: past its gate if it was over its limit, it
+ * takes memory for its next block (or waits for it, or stops), dirties
+ * it, and copies it at its own speed; under the throttled policies it
+ * then honours the pause the engine told it.
+ */
+static void writer_act(struct run *s, int i)
+{
+	const struct sim_config *c = s->c;
+	struct wstate *x = &s->w[i];
+	const struct sim_writer *cw = &c->wr[i];
+	const struct sim_stripe *st = stripe_of(c, i);
+	/* no-reclaim-wait: held by the root's thresholds only */
+	bool throttled =
+		c->policy == SIM_POLICY_UNSTABLE || c->policy == SIM_POLICY_NO_RECLAIM_WAIT;
+	uint64_t pause = 0, bs, copy, ooff = x->off, now = s->now;
+	us_buf *b;
+	int g, sj = 0;
+
+	/* Striped: the block goes to its stripe's object. */
+	if (st) {
+		ooff = stripe_map(st, x->off, &sj);
+		x->o = x->objs[sj];
+	}
+	if (x->gated) {
+		g = us_object_balance(x->o, &pause);
+		if (g == -EAGAIN) {
+			x->wait_until = now + (pause ? pause : MS);
+			sim_pauses_record(&x->pauses, pause);
+			return;
+		}
+		x->gated = false;
+	}
+	bs = cw->bytes - x->off < cw->bs ? cw->bytes - x->off : cw->bs;
+	g = us_buf_get(x->o, ooff, bs, US_GET_NODATA | US_GET_NOWAIT, &b);
+	if (g == -EAGAIN && writer_full(s, i, ooff, bs, &g, &b, &pause))
+		return;
+	if (x->blocked && g >= 0) {
+		x->blocked = false;
+		sim_pauses_record(&x->pauses, now - x->blocked_since);
+	}
+	if (g < 0) {
+		x->enomem += g == -ENOMEM;
+		writer_stop(s, x);
+		return;
+	}
+	/* The writer writes the block: a new version of it. */
+	sim_srv_dirtied(&s->srv[st ? st->bk[sj] : cw->backend], comp_loc(&s->lay, i, sj), ooff);
+	g = us_buf_dirty(b, &pause);
+	us_buf_put(b);
+	x->off += bs;
+	window_add(x, now, s->r->window_ns, bs);
+	stall_end(x, now);
+	/* The copy itself, at the writer's own speed: its time ends when the
+	 * copy does. */
+	copy = copy_ns(bs, cw->rate ? cw->rate : SIM_COPY_RATE);
+	x->wait_until = x->progress_ns = now + copy;
+	if (x->off >= cw->bytes) {
+		x->done = true;
+		x->done_ns = now + copy;
+		s->left--;
+	}
+	s->last_pause[i] = pause;
+	if (throttled) {
+		sim_pauses_record(&x->pauses, pause);
+		x->gated = g == US_DIRTY_OVER_LIMIT;
+		x->wait_until += pause;
+	}
+}
+
+/*
+ * The loop of the run, one step at a time until every writer is done: the
+ * trace's samples, the servers' and the engine's events due, then the
+ * writers due; a step in which no writer acted moves the clock to the
+ * next event of the queue, the servers or the engine.
+ */
+static int run_loop(struct run *s)
+{
+	const struct sim_config *c = s->c;
+	char *err = s->err, msg[256];
+	size_t len = s->len, ndue, j;
+	int rc = 0;
+
+	for (s->left = c->nwr; s->left;) {
 		uint64_t t = UINT64_MAX;
 		bool acted = false;
 
-		/* The time series: per domain its bytes and thresholds, per
-		 * writer its rate since the last sample and its last pause.
-		 * Nothing changes between two steps, so the samples due since
-		 * the last step read the state as it is now, before this
-		 * step's events: the trace never adds a step of its own (an
-		 * extra poll would change what happens). */
-		while (trace && now >= next_sample) {
-			uint64_t ts = next_sample;
-			double dt = ts > last_sample ? (double)(ts - last_sample) / SEC : 0;
-
-			for (i = 0; i < c->ndom; i++) {
-				struct us_domain_stats st = { .size = sizeof(st) };
-				struct us_domain_limits lim = { .size = sizeof(lim) };
-
-				us_domain_stats(dom[i], &st);
-				us_domain_effective_limits(dom[i], &lim);
-				fprintf(trace, "%.3f,domain,%s,%llu,%llu,%llu,%llu,%llu,%llu,,\n",
-					(double)ts / SEC, c->dom[i].name,
-					(unsigned long long)st.dirty_bytes,
-					(unsigned long long)st.writeback_bytes,
-					(unsigned long long)st.unstable_bytes,
-					(unsigned long long)st.charged_bytes,
-					(unsigned long long)lim.bg_thresh_bytes,
-					(unsigned long long)lim.dirty_thresh_bytes);
-			}
-			for (i = 0; i < c->nwr; i++) {
-				fprintf(trace, "%.3f,writer,%d,,,,,,,%.0f,%.3f\n", (double)ts / SEC,
-					i, dt > 0 ? (double)(w[i].off - last_off[i]) / dt : 0,
-					(double)last_pause[i] / 1e6);
-				last_off[i] = w[i].off;
-			}
-			last_sample = ts;
-			next_sample = ts + (c->trace_every_ns ? c->trace_every_ns : 100 * MS);
-		}
-
-		if (c->observe && observe(c, e, dom, w, msg, sizeof(msg)) < 0) {
-			FAIL("at %.6f s, invariant: %s", (double)now / SEC, msg);
-			goto out;
-		}
-		servers_run(e, srv, nsrv, now);
-		us_engine_poll(e, now, &next);
+		run_trace(s);
+		if (c->observe && observe(c, s->e, s->dom, s->w, msg, sizeof(msg)) < 0)
+			return FAIL("at %.6f s, invariant: %s", (double)s->now / SEC, msg);
+		servers_run(s->e, s->srv, s->nsrv, s->now);
+		us_engine_poll(s->e, s->now, &s->next);
 		/* The writers due act once each, in the order of their index. */
-		ndue = wq_pop_due(&queue, now, due, tmp, bounds);
+		ndue = wq_pop_due(&s->queue, s->now, s->due, s->tmp, s->bounds);
 		/* Each goes back to the queue once done with (nothing reads the
 		 * queue meanwhile, and the order of the pushes is the same):
 		 * its state is still in the caches then, and not after the
 		 * others' (a look at 25,000 writers' states again cost 4 % of a
 		 * run of 100,000 domains). */
-		for (j = 0; j < ndue; wq_push(&queue, due[j]), j++) {
-			struct wstate *x = &w[i = due[j]];
-			const struct sim_writer *cw = &c->wr[i];
-			const struct sim_stripe *st = stripe_of(c, i);
-			/* no-reclaim-wait: held by the root's thresholds only */
-			bool throttled = c->policy == SIM_POLICY_UNSTABLE ||
-					 c->policy == SIM_POLICY_NO_RECLAIM_WAIT;
-			uint64_t pause = 0, bs, copy, ooff = x->off;
-			us_buf *b;
-			int g, sj = 0;
-
+		for (j = 0; j < ndue; wq_push(&s->queue, s->due[j]), j++) {
 			acted = true;
-			/* Striped: the block goes to its stripe's object. */
-			if (st) {
-				ooff = stripe_map(st, x->off, &sj);
-				x->o = x->objs[sj];
-			}
-			if (x->gated) {
-				g = us_object_balance(x->o, &pause);
-				if (g == -EAGAIN) {
-					x->wait_until = now + (pause ? pause : MS);
-					sim_pauses_record(&x->pauses, pause);
-					continue;
-				}
-				x->gated = false;
-			}
-			bs = cw->bytes - x->off < cw->bs ? cw->bytes - x->off : cw->bs;
-			g = us_buf_get(x->o, ooff, bs, US_GET_NODATA | US_GET_NOWAIT, &b);
-			if (g == -EAGAIN) {
-				/* Waiting for memory: the whole wait is one pause. */
-				if (!x->blocked) {
-					x->blocked = true;
-					x->blocked_since = now;
-				}
-				if (c->policy == SIM_POLICY_NAIVE) {
-					/* Full: flush everything, commit, wait; and
-					 * again at each retry (every stripe). */
-					int q;
-
-					for (q = 0; q < (st ? st->n : 1); q++) {
-						us_object *o = st ? x->objs[q] : x->o;
-
-						us_object_flush(o, 0, UINT64_MAX, 0);
-						us_object_commit(o);
-					}
-				}
-				us_object_reclaim(x->o, bs, &pause);
-				if (c->policy == SIM_POLICY_NO_RECLAIM_WAIT) {
-					/* What reclaim freed at once, then no waiting. */
-					g = us_buf_get(x->o, ooff, bs,
-						       US_GET_NODATA | US_GET_NOWAIT, &b);
-					if (g == -EAGAIN && only_writeback(dom[cw->domain])) {
-						x->oom++;
-						stall_end(x, now);
-						x->done = true;
-						x->done_ns = now;
-						left--;
-						continue;
-					}
-				}
-				if (g == -EAGAIN) {
-					x->wait_until = now + (pause ? pause : MS);
-					continue;
-				}
-			}
-			if (x->blocked && g >= 0) {
-				x->blocked = false;
-				sim_pauses_record(&x->pauses, now - x->blocked_since);
-			}
-			if (g < 0) {
-				x->enomem += g == -ENOMEM;
-				stall_end(x, now);
-				x->done = true;
-				x->done_ns = now;
-				left--;
-				continue;
-			}
-			/* The writer writes the block: a new version of it. */
-			sim_srv_dirtied(&srv[st ? st->bk[sj] : cw->backend], comp_loc(&lay, i, sj),
-					ooff);
-			g = us_buf_dirty(b, &pause);
-			us_buf_put(b);
-			x->off += bs;
-			window_add(x, now, r->window_ns, bs);
-			stall_end(x, now);
-			/* The copy itself, at the writer's own speed: its time
-			 * ends when the copy does. */
-			copy = copy_ns(bs, cw->rate ? cw->rate : SIM_COPY_RATE);
-			x->wait_until = x->progress_ns = now + copy;
-			if (x->off >= cw->bytes) {
-				x->done = true;
-				x->done_ns = now + copy;
-				left--;
-			}
-			last_pause[i] = pause;
-			if (throttled) {
-				sim_pauses_record(&x->pauses, pause);
-				x->gated = g == US_DIRTY_OVER_LIMIT;
-				x->wait_until += pause;
-			}
+			writer_act(s, s->due[j]);
 		}
-		wq_close(&queue);
-		if (queue.nomem) {
-			FAIL("out of memory for %d writers", c->nwr);
-			goto out;
-		}
+		wq_close(&s->queue);
+		if (s->queue.nomem)
+			return FAIL("out of memory for %d writers", c->nwr);
 		if (acted)
 			continue;
-		t = wq_next(&queue);
-		if (servers_next(srv, nsrv) < t)
-			t = servers_next(srv, nsrv);
-		if (next > now && next < t)
-			t = next;
-		if (t == UINT64_MAX || t <= now)
-			t = now + MS;
-		now = t;
+		t = wq_next(&s->queue);
+		if (servers_next(s->srv, s->nsrv) < t)
+			t = servers_next(s->srv, s->nsrv);
+		if (s->next > s->now && s->next < t)
+			t = s->next;
+		if (t == UINT64_MAX || t <= s->now)
+			t = s->now + MS;
+		s->now = t;
 	}
-	/* The writers' end: the last one's last copy. */
-	r->end_ns = now;
-	for (i = 0; i < c->nwr; i++)
-		if (w[i].done_ns > r->end_ns)
-			r->end_ns = w[i].done_ns;
+	return rc;
+}
 
-	/* The final sync: everything written must reach the server, durably. */
-	{
-		us_sync *y;
-		uint64_t sync_end = now;
-		int k;
+/* The writers' end (the last one's last copy), then the final sync:
+ * everything written must reach the server, durably, and the run lasts
+ * until it has. */
+static void run_final_sync(struct run *s)
+{
+	struct sim_result *r = s->r;
+	us_sync *y;
+	uint64_t sync_end = s->now;
+	int i, k;
 
-		if (us_domain_sync_start(us_engine_root(e), NULL, NULL, &y) == 0) {
-			for (k = 0; k < 10000000 && us_sync_done(y) == 0; k++) {
-				uint64_t t;
+	r->end_ns = s->now;
+	for (i = 0; i < s->c->nwr; i++)
+		if (s->w[i].done_ns > r->end_ns)
+			r->end_ns = s->w[i].done_ns;
 
-				servers_run(e, srv, nsrv, now);
-				us_engine_poll(e, now, &next);
-				sync_end = now; /* the last poll: it may have ended the sync */
-				t = servers_next(srv, nsrv);
-				if (next > now && next < t)
-					t = next;
-				now = t > now ? t : now + MS;
-			}
-			us_sync_free(y);
+	if (us_domain_sync_start(us_engine_root(s->e), NULL, NULL, &y) == 0) {
+		for (k = 0; k < 10000000 && us_sync_done(y) == 0; k++) {
+			uint64_t t;
+
+			servers_run(s->e, s->srv, s->nsrv, s->now);
+			us_engine_poll(s->e, s->now, &s->next);
+			sync_end = s->now; /* the last poll: it may have ended the sync */
+			t = servers_next(s->srv, s->nsrv);
+			if (s->next > s->now && s->next < t)
+				t = s->next;
+			s->now = t > s->now ? t : s->now + MS;
 		}
-		r->run_ns = sync_end > r->end_ns ? sync_end : r->end_ns;
+		us_sync_free(y);
 	}
+	r->run_ns = sync_end > r->end_ns ? sync_end : r->end_ns;
+}
+
+/* Each writer's figures: its bytes, time, pauses and stalls, the bytes it
+ * lost (measured at the servers), and its throughput against its ceiling. */
+static void run_writer_results(struct run *s)
+{
+	const struct sim_config *c = s->c;
+	struct wstate *w = s->w;
+	int i;
 
 	for (i = 0; i < c->nwr; i++) {
-		struct sim_writer_result *wr = &r->wr[i];
+		struct sim_writer_result *wr = &s->r->wr[i];
 
 		wr->bytes = w[i].off;
 		wr->done_ns = w[i].done_ns - c->wr[i].start_ns;
@@ -1007,28 +1090,42 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 		wr->max_stall_ns = w[i].max_stall;
 		wr->oom = w[i].oom;
 		/* Measured: the blocks not at the server as last written. */
-		wr->lost_bytes = writer_lost(c, &lay, srv, i, w[i].off);
+		wr->lost_bytes = writer_lost(c, &s->lay, s->srv, i, w[i].off);
 		wr->throughput = wr->done_ns ? (double)wr->bytes / ((double)wr->done_ns / SEC) : 0;
 		/* Writers share a backend: each may expect an equal share. */
-		wr->ceiling = writer_ceiling(c, nwb, i);
+		wr->ceiling = writer_ceiling(c, s->nwb, i);
 		wr->ratio = wr->throughput / (double)wr->ceiling;
 	}
-	for (j = 0; j < (size_t)nsrv; j++) {
-		bks[j] = srv[j].bk;
-		server_commits += srv[j].cm.commits;
-		for (i = 0; i < srv[j].ndom; i++) {
-			flushes[lay.gdom[j][i]] += srv[j].flushes[i];
-			dom_commits[lay.gdom[j][i]] += srv[j].dom_commits[i];
+}
+
+/* The domains' and the backends' figures: the servers' flushes and commits
+ * summed per domain of the config, the fairness over time, what each
+ * backend wrote, and the domains charged above their max. */
+static void run_results(struct run *s)
+{
+	const struct sim_config *c = s->c;
+	struct sim_result *r = s->r;
+	uint64_t server_commits = 0;
+	size_t j;
+	int i;
+
+	run_writer_results(s);
+	for (j = 0; j < (size_t)s->nsrv; j++) {
+		s->bks[j] = s->srv[j].bk;
+		server_commits += s->srv[j].cm.commits;
+		for (i = 0; i < s->srv[j].ndom; i++) {
+			s->flushes[s->lay.gdom[j][i]] += s->srv[j].flushes[i];
+			s->dom_commits[s->lay.gdom[j][i]] += s->srv[j].dom_commits[i];
 		}
 	}
-	sim_result_fill(r, c, dom, bks, nsrv, dom_commits, flushes, server_commits);
-	r->jain_window = windows_jain(c, w, r->window_ns, &r->nwindows, &r->idle_windows);
+	sim_result_fill(r, c, s->dom, s->bks, s->nsrv, s->dom_commits, s->flushes, server_commits);
+	r->jain_window = windows_jain(c, s->w, r->window_ns, &r->nwindows, &r->idle_windows);
 	/* The backends' part: what they wrote over the whole run. */
 	r->backend_bytes = 0;
-	for (j = 0; j < (size_t)nsrv; j++) {
+	for (j = 0; j < (size_t)s->nsrv; j++) {
 		struct us_backend_stats bst = { .size = sizeof(bst) };
 
-		if (us_backend_stats(srv[j].bk, &bst) == 0) {
+		if (us_backend_stats(s->srv[j].bk, &bst) == 0) {
 			r->backend_bytes += bst.flush_bytes;
 			if ((int)j < r->nbk)
 				r->bk[j] = (struct sim_backend_result){ bst.flush_bytes,
@@ -1041,17 +1138,28 @@ int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t 
 	for (i = 0; i < c->ndom; i++)
 		r->dom[i].over_max =
 			c->dom[i].max != UINT64_MAX && r->dom[i].peak_charged > c->dom[i].max;
-out:
+}
+
+/* Everything the run set up goes, whether it finished or not; rc is the
+ * run's so far, and becomes -1 if the engine still held data at the end. */
+static int run_free(struct run *s, int rc)
+{
+	const struct sim_config *c = s->c;
+	struct wstate *w = s->w;
+	char *err = s->err;
+	size_t len = s->len, j;
+	int i;
+
 	for (i = 0; w && i < c->nwr; i++) {
 		sim_pauses_free(&w[i].pauses);
 		free(w[i].win);
 	}
-	for (j = 0; srv && j < (size_t)nsrv; j++)
-		sim_srv_fini(&srv[j]);
+	for (j = 0; s->srv && j < (size_t)s->nsrv; j++)
+		sim_srv_fini(&s->srv[j]);
 	/* Each writer's object goes with its own buffers first: cheaper than
 	 * the engine's destroy finding the oldest buffer of all domains for
 	 * each of them. One still holding data stays for the engine's. */
-	for (i = 0; e && w && i < c->nwr; i++) {
+	for (i = 0; s->e && w && i < c->nwr; i++) {
 		const struct sim_stripe *st = stripe_of(c, i);
 
 		if (w[i].objs) {
@@ -1064,24 +1172,55 @@ out:
 	}
 	/* The engine may still hold data if the sync could not finish: its
 	 * memory goes with the process. */
-	if (e && us_engine_destroy(e) != 0 && rc == 0)
+	if (s->e && us_engine_destroy(s->e) != 0 && rc == 0)
 		FAIL("the final sync left data behind");
-	if (trace)
-		fclose(trace);
-	free(srv);
-	layout_free(&lay);
-	free(nwb);
-	free(bks);
-	free(flushes);
-	free(dom_commits);
-	free(dom);
+	if (s->trace)
+		fclose(s->trace);
+	free(s->srv);
+	layout_free(&s->lay);
+	free(s->nwb);
+	free(s->bks);
+	free(s->flushes);
+	free(s->dom_commits);
+	free(s->dom);
 	free(w);
-	free(last_off);
-	free(last_pause);
-	wq_free(&queue);
-	free(due);
-	free(tmp);
-	free(bounds);
+	free(s->last_off);
+	free(s->last_pause);
+	wq_free(&s->queue);
+	free(s->due);
+	free(s->tmp);
+	free(s->bounds);
+	return rc;
+}
+
+int sim_run(const struct sim_config *c, struct sim_result *r, char *err, size_t len)
+{
+	struct run s = { .c = c, .r = r, .err = err, .len = len, .nsrv = 1 + c->nbk };
+	struct timespec t0, t1;
+	int rc;
+
+	s.nw = c->nwr ? (size_t)c->nwr : 1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (sim_result_alloc(r, c, err, len))
+		return -1;
+	if (run_check_writers(c, err, len))
+		return -1;
+	rc = run_alloc(&s);
+	/* The client knows its link's speed: the engine's first estimate of
+	 * the clean-out rate, before it has measured anything (all policies). */
+	if (!rc)
+		rc = servers_init(c, s.e, s.srv, s.nsrv, s.nwb, &s.lay, err, len) ? -1 : 0;
+	if (!rc)
+		rc = sim_domains_create(s.e, c, s.dom, err, len) ? -1 : 0;
+	if (!rc)
+		rc = run_writers_create(&s);
+	if (!rc)
+		rc = run_loop(&s);
+	if (!rc) {
+		run_final_sync(&s);
+		run_results(&s);
+	}
+	rc = run_free(&s, rc);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	r->wall_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	return rc;
