@@ -2,7 +2,8 @@
 # readme.sh SRCDIR: the README's quick start says what .ci/run does. Its
 # apt-get command names exactly the packages of .ci/run's packages=(...)
 # list, and its test command is .ci/run's readme_test, character for
-# character (an indented code line of its own).
+# character (an indented code line of its own). Its C example is
+# examples/readme.c's, which ctest runs.
 set -euo pipefail
 
 src=$(cd "${1:?usage: readme.sh SRCDIR}" && pwd)
@@ -31,3 +32,14 @@ if [[ -z $test_cmd ]] || ! grep -qxF "    $test_cmd" "$readme"; then
 	exit 1
 fi
 echo "readme: the test command is .ci/run's: $test_cmd"
+
+# The code block is examples/readme.c's part between its README markers,
+# one tab taken off each line (ctest builds and runs that program).
+want=$(sed -n '/README: begin/,/README: end/p' "$src/examples/readme.c" | sed '1d;$d' | sed 's/^\t//')
+have=$(sed -n '/^```c$/,/^```$/p' "$readme" | sed '1d;$d')
+if [[ -z $want || $want != "$have" ]]; then
+	echo "readme: FAIL: the README's code block is not examples/readme.c's (< readme.c, > README):"
+	diff <(printf '%s\n' "$want") <(printf '%s\n' "$have") || true
+	exit 1
+fi
+echo "readme: the code block is examples/readme.c's ($(wc -l <<<"$want") lines)"

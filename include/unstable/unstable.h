@@ -71,9 +71,13 @@
  * ERRORS
  * Functions return 0 (or a count) on success and a negative errno on
  * failure; errno itself is never used as a channel. On failure nothing has
- * changed and no callback was called, with two exceptions said where they
- * apply: event counters (a refused charge counts in enomem and max_events),
- * and the functions that return what a user callback returned.
+ * changed and no callback was called, with three exceptions said where they
+ * apply: event counters (a refused charge counts in enomem and max_events);
+ * the functions that return what a user callback returned; and the calls
+ * that make room before they give up (us_buf_get(), us_object_reclaim()):
+ * their -EAGAIN or -ENOMEM may come after they wrote back dirty data and
+ * asked for commits (flush and commit callbacks called, buffers moved to
+ * WRITEBACK), which is how room is made.
  * Bad arguments give -EINVAL.
  */
 #ifndef UNSTABLE_UNSTABLE_H
@@ -767,7 +771,8 @@ enum us_buf_state {
  * with nothing in flight that could free memory, or after
  * US_PARAM_RECLAIM_TIMEOUT_NS without any progress at all, or
  * when the buffer is larger than a max, it fails with -ENOMEM (counted;
- * nothing evicted, nothing charged). The payload of a new buffer is zeroed,
+ * nothing evicted, nothing charged; the write-back and commits reclaim
+ * started stay started). The payload of a new buffer is zeroed,
  * unless flags has US_GET_UNINIT: then it holds whatever the memory held
  * (data of buffers freed before, possibly another domain's), for a caller
  * that overwrites all of it before anyone reads it or writes it back (a
