@@ -16,7 +16,8 @@
 #   - with BUILDDIR, `cmake --install BUILDDIR --component man` into a
 #     temporary prefix installs every page under share/man/manN, the links
 #     resolve there, and man(1) (when installed) shows us_buf_dirty(3) and
-#     us_buf_lookup(3) from there.
+#     us_buf_lookup(3) from there; and BUILDDIR/man holds every page as
+#     such a tree (the README reads them there with man -M build/man).
 # Exit 77 when mandoc or nm is missing.
 set -euo pipefail
 
@@ -248,6 +249,15 @@ if [[ -n $build ]]; then
 		fi
 		echo "man: installed under ${manroot#"$tmp"/}"
 	fi
+	# The build tree's copy (BUILDDIR/man), where the README reads them.
+	for p in "${pages[@]}"; do
+		base=$(basename "$p")
+		cmp -s "$p" "$build/man/man${base##*.}/$base" ||
+			fail "$base is not the same in $build/man/man${base##*.}"
+	done
+	shown=$(cd "$build/man" && mandoc -Tascii man3/us_object_commit.3 2>&1 | sed 's/.\x08//g') || true
+	[[ $shown == *us_object_commit*"RETURN VALUE"* ]] ||
+		fail "$build/man/man3/us_object_commit.3 does not resolve with mandoc"
 fi
 
 echo "man: $nsyms exported symbols, $nreal pages, $nlinks .so link pages"
