@@ -4,7 +4,7 @@
  *
  *   backend_dir.c  a backing directory: the *at() system calls; a flush is
  *                  a pwritev(), a commit an fdatasync().
- *   backend_nfs.c  an NFSv3 export (libnfs): a flush is WRITE3 UNSTABLE
+ *   nfs/           an NFSv3 export (libnfs): a flush is WRITE3 UNSTABLE
  *                  RPCs, a commit is COMMIT3 with the write verifier
  *                  checked; the namespace goes through libnfs's synchronous
  *                  calls. Built only when pkg-config finds libnfs.

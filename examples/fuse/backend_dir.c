@@ -72,11 +72,6 @@ static void dir_detach(struct ufs *fs)
 	fs->backing_fd = -1;
 }
 
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
 /* Writes every byte of iov[0..n) at off; 0 or a negative errno. */
 static int pwritev_all(int fd, struct iovec *iov, int n, off_t off)
 {

@@ -102,11 +102,6 @@ static struct timespec write_time(struct ufs_inode *ino)
 	return now;
 }
 
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
 /* Takes l (of rank r) exclusive; when another thread holds it, lets
  * another thread read requests first (loop.c). Only the blocking take is
  * checked by the witness: a trylock that succeeds cannot deadlock. */

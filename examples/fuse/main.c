@@ -266,52 +266,189 @@ static char *absolute(const char *name)
 	return out;
 }
 
+/* -h and -V: the text printed and the process ends (status 0); else
+ * nothing. */
+static void help_or_version(const char *a, struct fuse_args *fa)
+{
+	if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+		/* Not fuse_cmdline_help(): it lists -h and -f again. */
+		usage(stdout);
+		printf("\nOther FUSE options:\n");
+		fuse_lib_help(fa);
+		exit(0);
+	}
+	if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+		printf("unstable-fuse with libunstable %s\n", us_version());
+		fflush(stdout);
+		fuse_lowlevel_version();
+		exit(0);
+	}
+}
+
+/* An option without a value (--xattr, --no-cache...): its flag set, true;
+ * false when a is not one. */
+static bool set_flag(const char *a, struct ufs_options *o)
+{
+	/* The options without a value: each sets its flag. */
+	const struct {
+		const char *name;
+		bool *on;
+	} flags[] = { { "--xattr", &o->xattr },
+		      { "--no-cache", &o->no_cache },
+		      { "--kernel-writeback", &o->kernel_writeback },
+		      { "--no-hugepages", &o->no_hugepages },
+		      { "--direct-writeback", &o->direct_writeback },
+		      { "--buffered-writeback", &o->buffered_writeback } };
+	size_t k;
+
+	for (k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
+		if (strcmp(a, flags[k].name) == 0)
+			break;
+	if (k < sizeof(flags) / sizeof(flags[0])) {
+		*flags[k].on = true;
+		return true;
+	}
+	return false;
+}
+
+/* The value of argv[*i] when it is one of our options that take one
+ * ("--max=1G" or "--max 1G", *i then moved past it): in *val, else NULL.
+ * 0, or the exit status when the value is missing. */
+static int option_value(int argc, char **argv, int *i, const char **val)
+{
+	const char *a = argv[*i];
+	static const char *const with_value[] = {
+		"--max",	  "--domain-by", "--cgroup-percent", "--commit-interval",
+		"--stats",	  "--flushers",	 "--dirty-ratio",    "--rpcs",
+		"--dirty-expire", "--clean-max", "--dirty-max",	     "--close",
+		"--attr-cache"
+	};
+	size_t k;
+
+	*val = NULL;
+	for (k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++) {
+		size_t n = strlen(with_value[k]);
+
+		if (strncmp(a, with_value[k], n) == 0 && (a[n] == '=' || !a[n])) {
+			if (a[n] == '=')
+				*val = a + n + 1;
+			else if (*i + 1 < argc)
+				*val = argv[++*i];
+			else
+				return bad("%s needs a value", a);
+			break;
+		}
+	}
+	return 0;
+}
+
+/* The options whose value is a whole number in a range: --cgroup-percent,
+ * --dirty-ratio, --rpcs, --flushers. 0, or the exit status. */
+static int set_number_option(struct ufs_options *o, const char *a, const char *val)
+{
+	if (strncmp(a, "--cgroup-percent", 16) == 0) {
+		char *end;
+		long v = strtol(val, &end, 10);
+
+		if (*end || end == val || v < 1 || v > 100)
+			return bad("--cgroup-percent: '%s' is not 1..100", val);
+		o->cgroup_percent = (unsigned)v;
+	} else if (strncmp(a, "--dirty-ratio", 13) == 0) {
+		char *end;
+		long v = strtol(val, &end, 10);
+
+		if (*end || end == val || v < 2 || v > 100)
+			return bad("--dirty-ratio: '%s' is not 2..100", val);
+		o->dirty_ratio = (unsigned)v;
+	} else if (strncmp(a, "--rpcs", 6) == 0) {
+		char *end;
+		long v = strtol(val, &end, 10);
+
+		if (*end || end == val || v < 1 || v > 1024)
+			return bad("--rpcs: '%s' is not 1..1024", val);
+		o->rpcs = (unsigned)v;
+	} else {
+		char *end;
+		long v = strtol(val, &end, 10);
+
+		if (*end || end == val || v < 1 || v > 64)
+			return bad("--flushers: '%s' is not 1..64", val);
+		o->flushers = (unsigned)v;
+	}
+	return 0;
+}
+
+/* Option a (one of option_value()'s) set to val: sizes, times, names and
+ * the others; the numbers by set_number_option(). 0, or the exit status. */
+static int set_option(struct ufs_options *o, const char *a, const char *val)
+{
+	if (strncmp(a, "--max", 5) == 0) {
+		if (parse_size(val, &o->max_bytes) || o->max_bytes < (1u << 20))
+			return bad("--max: '%s' is not a size of at least 1M", val);
+	} else if (strncmp(a, "--domain-by", 11) == 0) {
+		if (strcmp(val, "cgroup") == 0)
+			o->domain_by = UFS_DOMAIN_CGROUP;
+		else if (strcmp(val, "uid") == 0)
+			o->domain_by = UFS_DOMAIN_UID;
+		else if (strcmp(val, "none") == 0)
+			o->domain_by = UFS_DOMAIN_NONE;
+		else
+			return bad("--domain-by: '%s' is not cgroup, uid or none", val);
+	} else if (strncmp(a, "--commit-interval", 17) == 0) {
+		if (parse_time(val, &o->commit_interval_ns))
+			return bad("--commit-interval: '%s' is not a time (5s, 500ms)", val);
+	} else if (strncmp(a, "--dirty-expire", 14) == 0) {
+		if (parse_time(val, &o->dirty_expire_ns))
+			return bad("--dirty-expire: '%s' is not a time (30s, 500ms)", val);
+	} else if (strncmp(a, "--stats", 7) == 0) {
+		if (!*val)
+			return bad("--stats: %sempty file name", "");
+		free(o->stats_path);
+		o->stats_path = val[0] == '/' ? strdup(val) : absolute(val);
+		if (!o->stats_path)
+			return bad("--stats: %scannot make the name absolute", "");
+	} else if (strncmp(a, "--clean-max", 11) == 0) {
+		if (strcmp(val, "max") == 0)
+			o->clean_max = UINT64_MAX;
+		else if (strcmp(val, "0") == 0)
+			o->clean_max = 0;
+		else if (parse_size(val, &o->clean_max))
+			return bad("--clean-max: '%s' is not a size or 'max'", val);
+	} else if (strncmp(a, "--dirty-max", 11) == 0) {
+		if (strcmp(val, "0") == 0)
+			o->dirty_max = 0;
+		else if (parse_size(val, &o->dirty_max) || o->dirty_max < (1u << 20))
+			return bad("--dirty-max: '%s' is not 0 or a size of at least 1M", val);
+	} else if (strncmp(a, "--close", 7) == 0) {
+		if (strcmp(val, "sync") == 0)
+			o->close_sync = true;
+		else if (strcmp(val, "writeback") == 0)
+			o->close_sync = false;
+		else
+			return bad("--close: '%s' is not writeback or sync", val);
+	} else if (strncmp(a, "--attr-cache", 12) == 0) {
+		if (strcmp(val, "0") == 0)
+			o->attr_cache_ns = 0;
+		else if (parse_time(val, &o->attr_cache_ns) || o->attr_cache_ns > 3600000000000ull)
+			return bad("--attr-cache: '%s' is not a time up to 1 h (1s, 0)", val);
+	} else {
+		return set_number_option(o, a, val);
+	}
+	return 0;
+}
+
 /* Takes our own options and BACKING_DIR out of argv; the rest is FUSE's. */
 static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_args *fa)
 {
-	int i;
+	int i, rc;
 
 	fuse_opt_add_arg(fa, argv[0]);
 	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *val = NULL;
-		static const char *const with_value[] = {
-			"--max",	 "--domain-by", "--cgroup-percent", "--commit-interval",
-			"--stats",	 "--flushers",	"--dirty-ratio",    "--rpcs",
-			"--dirty-expire", "--clean-max", "--dirty-max", "--close",
-			"--attr-cache"
-		};
-		/* The options without a value: each sets its flag. */
-		const struct {
-			const char *name;
-			bool *on;
-		} flags[] = { { "--xattr", &o->xattr },
-			      { "--no-cache", &o->no_cache },
-			      { "--kernel-writeback", &o->kernel_writeback },
-			      { "--no-hugepages", &o->no_hugepages },
-			      { "--direct-writeback", &o->direct_writeback },
-			      { "--buffered-writeback", &o->buffered_writeback } };
-		size_t k;
+		const char *a = argv[i], *val;
 
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			/* Not fuse_cmdline_help(): it lists -h and -f again. */
-			usage(stdout);
-			printf("\nOther FUSE options:\n");
-			fuse_lib_help(fa);
-			exit(0);
-		}
-		if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
-			printf("unstable-fuse with libunstable %s\n", us_version());
-			fflush(stdout);
-			fuse_lowlevel_version();
-			exit(0);
-		}
-		for (k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
-			if (strcmp(a, flags[k].name) == 0)
-				break;
-		if (k < sizeof(flags) / sizeof(flags[0])) {
-			*flags[k].on = true;
+		help_or_version(a, fa);
+		if (set_flag(a, o))
 			continue;
-		}
 		if (strcmp(a, "-o") == 0) {
 			if (i + 1 == argc)
 				return bad("%s needs a value", a);
@@ -319,19 +456,8 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 			fuse_opt_add_arg(fa, argv[++i]);
 			continue;
 		}
-		for (k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++) {
-			size_t n = strlen(with_value[k]);
-
-			if (strncmp(a, with_value[k], n) == 0 && (a[n] == '=' || !a[n])) {
-				if (a[n] == '=')
-					val = a + n + 1;
-				else if (i + 1 < argc)
-					val = argv[++i];
-				else
-					return bad("%s needs a value", a);
-				break;
-			}
-		}
+		if ((rc = option_value(argc, argv, &i, &val)))
+			return rc;
 		if (!val) {
 			if (a[0] != '-' && !o->backing)
 				o->backing = a;
@@ -339,86 +465,8 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 				fuse_opt_add_arg(fa, a);
 			continue;
 		}
-		if (strncmp(a, "--max", 5) == 0) {
-			if (parse_size(val, &o->max_bytes) || o->max_bytes < (1u << 20))
-				return bad("--max: '%s' is not a size of at least 1M", val);
-		} else if (strncmp(a, "--domain-by", 11) == 0) {
-			if (strcmp(val, "cgroup") == 0)
-				o->domain_by = UFS_DOMAIN_CGROUP;
-			else if (strcmp(val, "uid") == 0)
-				o->domain_by = UFS_DOMAIN_UID;
-			else if (strcmp(val, "none") == 0)
-				o->domain_by = UFS_DOMAIN_NONE;
-			else
-				return bad("--domain-by: '%s' is not cgroup, uid or none", val);
-		} else if (strncmp(a, "--cgroup-percent", 16) == 0) {
-			char *end;
-			long v = strtol(val, &end, 10);
-
-			if (*end || end == val || v < 1 || v > 100)
-				return bad("--cgroup-percent: '%s' is not 1..100", val);
-			o->cgroup_percent = (unsigned)v;
-		} else if (strncmp(a, "--commit-interval", 17) == 0) {
-			if (parse_time(val, &o->commit_interval_ns))
-				return bad("--commit-interval: '%s' is not a time (5s, 500ms)",
-					   val);
-		} else if (strncmp(a, "--dirty-expire", 14) == 0) {
-			if (parse_time(val, &o->dirty_expire_ns))
-				return bad("--dirty-expire: '%s' is not a time (30s, 500ms)", val);
-		} else if (strncmp(a, "--stats", 7) == 0) {
-			if (!*val)
-				return bad("--stats: %sempty file name", "");
-			free(o->stats_path);
-			o->stats_path = val[0] == '/' ? strdup(val) : absolute(val);
-			if (!o->stats_path)
-				return bad("--stats: %scannot make the name absolute", "");
-		} else if (strncmp(a, "--clean-max", 11) == 0) {
-			if (strcmp(val, "max") == 0)
-				o->clean_max = UINT64_MAX;
-			else if (strcmp(val, "0") == 0)
-				o->clean_max = 0;
-			else if (parse_size(val, &o->clean_max))
-				return bad("--clean-max: '%s' is not a size or 'max'", val);
-		} else if (strncmp(a, "--dirty-max", 11) == 0) {
-			if (strcmp(val, "0") == 0)
-				o->dirty_max = 0;
-			else if (parse_size(val, &o->dirty_max) || o->dirty_max < (1u << 20))
-				return bad("--dirty-max: '%s' is not 0 or a size of at least 1M", val);
-		} else if (strncmp(a, "--dirty-ratio", 13) == 0) {
-			char *end;
-			long v = strtol(val, &end, 10);
-
-			if (*end || end == val || v < 2 || v > 100)
-				return bad("--dirty-ratio: '%s' is not 2..100", val);
-			o->dirty_ratio = (unsigned)v;
-		} else if (strncmp(a, "--close", 7) == 0) {
-			if (strcmp(val, "sync") == 0)
-				o->close_sync = true;
-			else if (strcmp(val, "writeback") == 0)
-				o->close_sync = false;
-			else
-				return bad("--close: '%s' is not writeback or sync", val);
-		} else if (strncmp(a, "--attr-cache", 12) == 0) {
-			if (strcmp(val, "0") == 0)
-				o->attr_cache_ns = 0;
-			else if (parse_time(val, &o->attr_cache_ns) ||
-				 o->attr_cache_ns > 3600000000000ull)
-				return bad("--attr-cache: '%s' is not a time up to 1 h (1s, 0)", val);
-		} else if (strncmp(a, "--rpcs", 6) == 0) {
-			char *end;
-			long v = strtol(val, &end, 10);
-
-			if (*end || end == val || v < 1 || v > 1024)
-				return bad("--rpcs: '%s' is not 1..1024", val);
-			o->rpcs = (unsigned)v;
-		} else {
-			char *end;
-			long v = strtol(val, &end, 10);
-
-			if (*end || end == val || v < 1 || v > 64)
-				return bad("--flushers: '%s' is not 1..64", val);
-			o->flushers = (unsigned)v;
-		}
+		if ((rc = set_option(o, a, val)))
+			return rc;
 	}
 	if (!o->backing)
 		return bad("%smissing BACKING_DIR and MOUNTPOINT", "");
@@ -428,74 +476,162 @@ static int parse_args(int argc, char **argv, struct ufs_options *o, struct fuse_
 	return 0;
 }
 
+/* The options' defaults, before the command line; the directory backend. */
+static void options_default(struct ufs *fs)
+{
+	fs->opt.max_bytes = UFS_DEFAULT_MAX;
+	fs->opt.cgroup_percent = UFS_DEFAULT_PERCENT;
+	fs->opt.commit_interval_ns = UFS_DEFAULT_COMMIT;
+	fs->opt.flushers = 2;
+	fs->opt.dirty_ratio = UFS_DEFAULT_DIRTY_RATIO;
+	fs->opt.clean_max = UFS_DEFAULT_CLEAN_MAX;
+	fs->opt.dirty_max = UFS_DEFAULT_DIRTY_MAX;
+	fs->opt.rpcs = 16;
+	fs->opt.attr_cache_ns = 1000000000ull;
+	fs->be = &ufs_backend_dir;
+	fs->backing_fd = -1;
+}
+
+/* The whole command line: ours (parse_args()), then FUSE's, which must
+ * name the mount point. 0 to mount; -1 when -V was FUSE's (the version
+ * printed: exit 0); else the exit status. */
+static int command_line(int argc, char **argv, struct ufs *fs, struct fuse_args *args,
+			struct fuse_cmdline_opts *copts)
+{
+	int ret;
+
+	if ((ret = parse_args(argc, argv, &fs->opt, args)))
+		return ret;
+	if (fuse_parse_cmdline(args, copts) != 0)
+		return bad("%sbad FUSE options", "");
+	if (copts->show_version) {
+		printf("unstable-fuse with libunstable %s\n", us_version());
+		fuse_lowlevel_version();
+		return -1;
+	}
+	if (!copts->mountpoint)
+		return bad("%smissing MOUNTPOINT", "");
+	return 0;
+}
+
+/* The backend the target names (an nfs:// URL, else a directory),
+ * attached (*attached then set), and the cgroup controller found for
+ * --domain-by cgroup. 0, or the exit status. */
+static int backend_attach(struct ufs *fs, bool *attached)
+{
+	if (strncmp(fs->opt.backing, "nfs://", 6) == 0) {
+#ifdef UFS_HAVE_NFS
+		fs->be = &ufs_backend_nfs;
+#else
+		return bad("%s: this unstable-fuse was built without libnfs (no NFS backend)",
+			   fs->opt.backing);
+#endif
+	}
+	if (fs->be->attach(fs, fs->opt.backing) != 0)
+		return 2;
+	*attached = true;
+	if (fs->opt.domain_by == UFS_DOMAIN_CGROUP && ufs_cgroup_detect(fs) != 0) {
+		fprintf(stderr, "unstable-fuse: --domain-by cgroup: no memory cgroup controller "
+				"in /sys/fs/cgroup\n");
+		return 2;
+	}
+	return 0;
+}
+
+/* The tables' locks, and as many descriptors as allowed: one per cached
+ * file and one per open handle. */
+static void tables_init(struct ufs *fs)
+{
+	struct rlimit rl;
+
+	pthread_mutex_init(&fs->itable_lock, NULL);
+	pthread_cond_init(&fs->itable_cond, NULL);
+	pthread_mutex_init(&fs->dom_lock, NULL);
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/* SIGUSR1 is taken by the stats thread only: blocked before any
+ * thread (the engine's, FUSE's) is created. SIGTERM, SIGINT and
+ * SIGHUP must reach a FUSE thread, whose read() they interrupt to end
+ * the loop: blocked while the daemon's own threads (the backend's, the
+ * stats thread) are created, unblocked before the loop starts FUSE's. A
+ * signal sent meanwhile waits until then. The terminating ones in *term. */
+static void signals_block(sigset_t *term)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	sigemptyset(term);
+	sigaddset(term, SIGTERM);
+	sigaddset(term, SIGINT);
+	sigaddset(term, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, term, NULL);
+}
+
+/* Serves the mount's requests until it ends: the exit status (0 after an
+ * unmount or a terminating signal, 1 after an error). */
+static int serve(struct ufs *fs, struct fuse *fuse, const struct fuse_cmdline_opts *copts)
+{
+	int ret;
+
+	if (copts->singlethread) {
+		ret = fuse_loop(fuse);
+	} else {
+		/* Our loop (loop.c): one reader serves what does not wait. */
+		ret = ufs_loop_run(fuse_get_session(fuse),
+				   copts->max_threads > UFS_DEFAULT_THREADS ? copts->max_threads :
+									      UFS_DEFAULT_THREADS,
+				   fs->be->quick_names) ?
+			      1 :
+			      0;
+	}
+	/* A loop ended by SIGTERM, SIGINT or SIGHUP returns the signal: a
+	 * clean end, as an unmount. The status is then that of the final
+	 * write-back. */
+	return ret && ret != SIGTERM && ret != SIGINT && ret != SIGHUP ? 1 : 0;
+}
+
+/* What is left once FUSE is gone: the domains' records, the backend
+ * (when attached), the options' copies. */
+static void state_free(struct ufs *fs, bool attached)
+{
+	while (fs->domains) {
+		struct ufs_domain *d = fs->domains;
+
+		fs->domains = d->next;
+		free(d);
+	}
+	if (attached)
+		fs->be->detach(fs);
+	free(fs->opt.stats_path);
+}
+
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_cmdline_opts copts = { 0 };
 	static struct ufs fs;
-	struct rlimit rl;
 	struct fuse *fuse;
 	pthread_t stats;
-	sigset_t set, term;
+	sigset_t term;
 	bool attached = false;
 	int rc, ret = 0;
 
 	/* The kernel applies the caller's umask to the modes it sends. */
 	umask(0);
-	fs.opt.max_bytes = UFS_DEFAULT_MAX;
-	fs.opt.cgroup_percent = UFS_DEFAULT_PERCENT;
-	fs.opt.commit_interval_ns = UFS_DEFAULT_COMMIT;
-	fs.opt.flushers = 2;
-	fs.opt.dirty_ratio = UFS_DEFAULT_DIRTY_RATIO;
-	fs.opt.clean_max = UFS_DEFAULT_CLEAN_MAX;
-	fs.opt.dirty_max = UFS_DEFAULT_DIRTY_MAX;
-	fs.opt.rpcs = 16;
-	fs.opt.attr_cache_ns = 1000000000ull;
-	fs.be = &ufs_backend_dir;
-	fs.backing_fd = -1;
-	if ((ret = parse_args(argc, argv, &fs.opt, &args)))
-		goto out_args;
-	if (fuse_parse_cmdline(&args, &copts) != 0) {
-		ret = bad("%sbad FUSE options", "");
+	options_default(&fs);
+	if ((ret = command_line(argc, argv, &fs, &args, &copts))) {
+		ret = ret < 0 ? 0 : ret;
 		goto out_args;
 	}
-	if (copts.show_version) {
-		printf("unstable-fuse with libunstable %s\n", us_version());
-		fuse_lowlevel_version();
+	if ((ret = backend_attach(&fs, &attached)))
 		goto out_args;
-	}
-	if (!copts.mountpoint) {
-		ret = bad("%smissing MOUNTPOINT", "");
-		goto out_args;
-	}
-	if (strncmp(fs.opt.backing, "nfs://", 6) == 0) {
-#ifdef UFS_HAVE_NFS
-		fs.be = &ufs_backend_nfs;
-#else
-		ret = bad("%s: this unstable-fuse was built without libnfs (no NFS backend)",
-			  fs.opt.backing);
-		goto out_args;
-#endif
-	}
-	if (fs.be->attach(&fs, fs.opt.backing) != 0) {
-		ret = 2;
-		goto out_args;
-	}
-	attached = true;
-	if (fs.opt.domain_by == UFS_DOMAIN_CGROUP && ufs_cgroup_detect(&fs) != 0) {
-		fprintf(stderr, "unstable-fuse: --domain-by cgroup: no memory cgroup controller "
-				"in /sys/fs/cgroup\n");
-		ret = 2;
-		goto out_args;
-	}
-	pthread_mutex_init(&fs.itable_lock, NULL);
-	pthread_cond_init(&fs.itable_cond, NULL);
-	pthread_mutex_init(&fs.dom_lock, NULL);
-	/* One descriptor per cached file and one per open handle. */
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
+	tables_init(&fs);
 
 	/* The kernel checks permissions: the daemon may serve other users. */
 	fuse_opt_add_arg(&args, "-odefault_permissions");
@@ -512,20 +648,7 @@ int main(int argc, char **argv)
 		ret = 1;
 		goto out_unmount;
 	}
-	/* SIGUSR1 is taken by the stats thread only: blocked before any
-	 * thread (the engine's, FUSE's) is created. SIGTERM, SIGINT and
-	 * SIGHUP must reach a FUSE thread, whose read() they interrupt to end
-	 * the loop: blocked while the daemon's own threads (the backend's, the
-	 * stats thread) are created, unblocked before the loop starts FUSE's. A
-	 * signal sent meanwhile waits until then. */
-	sigemptyset(&set);
-	sigaddset(&set, SIGUSR1);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	sigemptyset(&term);
-	sigaddset(&term, SIGTERM);
-	sigaddset(&term, SIGINT);
-	sigaddset(&term, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &term, NULL);
+	signals_block(&term);
 	if ((rc = ufs_engine_start(&fs))) {
 		fprintf(stderr, "unstable-fuse: engine: %s\n", us_strerror(rc));
 		ret = 1;
@@ -546,21 +669,7 @@ int main(int argc, char **argv)
 	}
 	pthread_sigmask(SIG_UNBLOCK, &term, NULL);
 
-	if (copts.singlethread) {
-		ret = fuse_loop(fuse);
-	} else {
-		/* Our loop (loop.c): one reader serves what does not wait. */
-		ret = ufs_loop_run(fuse_get_session(fuse),
-				   copts.max_threads > UFS_DEFAULT_THREADS ? copts.max_threads :
-									     UFS_DEFAULT_THREADS,
-				   fs.be->quick_names) ?
-			      1 :
-			      0;
-	}
-	/* A loop ended by SIGTERM, SIGINT or SIGHUP returns the signal: a
-	 * clean end, as an unmount. The status is then that of the final
-	 * write-back. */
-	ret = ret && ret != SIGTERM && ret != SIGINT && ret != SIGHUP ? 1 : 0;
+	ret = serve(&fs, fuse, &copts);
 
 	atomic_store(&stats_stop, true);
 	pthread_join(stats, NULL);
@@ -582,14 +691,6 @@ out_destroy:
 out_args:
 	fuse_opt_free_args(&args);
 	free(copts.mountpoint);
-	while (fs.domains) {
-		struct ufs_domain *d = fs.domains;
-
-		fs.domains = d->next;
-		free(d);
-	}
-	if (attached)
-		fs.be->detach(&fs);
-	free(fs.opt.stats_path);
+	state_free(&fs, attached);
 	return ret;
 }

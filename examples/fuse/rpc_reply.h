@@ -1,6 +1,6 @@
 /*
  * unstable-fuse: the replies on the NFS backend's write connection
- * (backend_nfs.c), decoded from bytes: ONC RPC record marking (RFC 5531
+ * (nfs/conn.c), decoded from bytes: ONC RPC record marking (RFC 5531
  * section 11) and the WRITE3 reply (RFC 1813). Pure functions: no I/O, no
  * state but the caller's, so that they can be fuzzed alone
  * (tests/fuzz_rpc.c) and checked on crafted replies (tests/check_rpc.c).

@@ -29,7 +29,7 @@
  *            in the backing filesystem but not durable, so each buffer is
  *            acknowledged US_WRITE_UNSTABLE with a sequence number taken
  *            after the pwrite returned. The NFS backend: WRITE3 UNSTABLE
- *            RPCs, completed when the server answers (backend_nfs.c).
+ *            RPCs, completed when the server answers (nfs/).
  *   commit   (engine callback) fdatasync() of the backing file, then
  *            us_object_commit_done() with the last sequence number handed
  *            out before it started: every write it covers had returned.
@@ -100,7 +100,7 @@
  *                      write-back (data_lock given back first), the flush's
  *                      broadcast once it completed its buffers (a leaf).
  *   7 nb->ns_lock      the NFS backend's namespace context, across each of
- *                      its synchronous calls (backend_nfs.c).
+ *                      its synchronous calls (nfs/nfs.h "LOCK ORDER").
  *   8 nb->send_lock    the NFS write connection's socket, across a WRITE3's
  *                      sendmsg() (under data_lock, shared); before nb->lock
  *                      when the connection is dropped or made again.
@@ -157,6 +157,12 @@ enum ufs_lock_rank {
 #include "witness.h"
 
 #define UFS_CHUNK_BYTES ((uint64_t)128 << 10)
+
+/* The smaller of a and b. */
+static inline uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
 
 /* How requests are mapped to accounting domains. */
 enum ufs_domain_by {

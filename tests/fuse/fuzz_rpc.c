@@ -3,7 +3,7 @@
  * (examples/fuse/rpc_reply.c). The input's first byte sets a piece size;
  * the rest is a byte stream as the server's socket gives it. It is fed to
  * the record reader whole, then in pieces of that size (unused bytes kept
- * and given again, as backend_nfs.c does): both must hand over the same
+ * and given again, as nfs/conn.c does): both must hand over the same
  * records, and stop at the same point when the stream is bad. Each record
  * is decoded as a WRITE3 reply, which must return 0, -EBADMSG or -EPROTO,
  * and never a committed value past FILE_SYNC. Violations abort.

@@ -1,0 +1,239 @@
+/*
+ * unstable-fuse, NFSv3 backend (nfs.h): the engine's callbacks. The flush
+ * (a run cut into WRITE3s sent on the write connection, chunks written in
+ * part as WRITE3s of their pages), the commit (COMMIT3 through the service
+ * thread), and the drain of a file's RPCs.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#define _GNU_SOURCE
+
+#include "nfs.h"
+
+/* ------------------------------------------------------------------------ */
+/* The engine's callbacks                                                    */
+
+/* Completes bufs[0..n) now with a transient error (kept dirty). */
+static void fail_bufs(us_buf *const *bufs, size_t n, int err)
+{
+	for (size_t i = 0; i < n; i++)
+		us_buf_write_done(bufs[i], US_WRITE_ERROR, 0, err);
+}
+
+/*
+ * Sends the WRITE3s of the pages of chunk b in bits (ufs_pages_take(): some
+ * of its pages, not all adjacent or not all valid), one per range of
+ * adjacent pages clipped to end, each from the chunk in place. With the
+ * flush's hold on p; 0, or the negative errno that stopped the sending (p
+ * then has it).
+ */
+static int send_pages(struct nb *nb, struct ufs_inode *ino, us_object *obj, us_buf *b,
+		      uint32_t bits, struct part *p)
+{
+	unsigned pg = 0;
+
+	while (pg < 32) {
+		uint64_t from, to, end;
+		struct iovec iov[3];
+		struct req *r;
+		int rc;
+
+		while (pg < 32 && !(bits >> pg & 1))
+			pg++;
+		if (pg == 32)
+			return 0;
+		from = pg * UFS_PAGE_BYTES;
+		while (pg < 32 && (bits >> pg & 1))
+			pg++;
+		to = pg * UFS_PAGE_BYTES;
+		if ((rc = nfsb_wc_slot(nb, ino->file)))
+			return rc == -ESHUTDOWN ? -EAGAIN : rc;
+		if (!(r = calloc(1, sizeof(*r)))) {
+			nfsb_wc_slot_put(nb, ino->file);
+			return -ENOMEM;
+		}
+		ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
+		end = ino->size;
+		if (us_buf_offset(b) + from >= end) {
+			/* Past the end (a truncate cut it): nothing to keep. */
+			ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+			nfsb_wc_slot_put(nb, ino->file);
+			free(r);
+			return 0;
+		}
+		to = min_u64(to, end - us_buf_offset(b));
+		iov[1].iov_base = (char *)us_buf_data(b) + from;
+		iov[1].iov_len = (size_t)(to - from);
+		r->kind = REQ_WRITE;
+		r->file = ino->file;
+		r->obj = obj;
+		r->offset = us_buf_offset(b) + from;
+		r->count = (uint32_t)(to - from);
+		r->stable = UNSTABLE;
+		r->nbufs = 1;
+		r->bufs[0] = b;
+		r->part = p;
+		atomic_fetch_add(&p->left, 1);
+		rc = nfsb_wc_send(nb, r, iov, 2);
+		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+		if (rc) {
+			atomic_fetch_sub(&p->left, 1);
+			free(r);
+			return rc;
+		}
+		atomic_fetch_add(&nb->writes, 1);
+		atomic_fetch_add(&nb->write_bytes, to - from);
+		atomic_fetch_add(&nb->page_writes, 1);
+	}
+	return 0;
+}
+
+int nfsb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
+	       uint64_t length, enum us_reason reason)
+{
+	struct ufs *fs = ctx;
+	struct nb *nb = nb_of(fs);
+	struct ufs_inode *ino = us_object_user(obj);
+	size_t i = 0, per = (size_t)(min_u64(nb->wsize, NB_RPC_BYTES) / UFS_CHUNK_BYTES);
+	uint32_t stack_bits[64], *bits;
+
+	(void)offset;
+	(void)length;
+	(void)reason;
+	if (per > NB_MAX_GROUP)
+		per = NB_MAX_GROUP;
+	bits = n > 64 ? malloc(n * sizeof(*bits)) : stack_bits;
+	if (!bits) {
+		fail_bufs(bufs, n, -ENOMEM); /* nothing taken */
+		return 0;
+	}
+	/* The pages to write of chunks written in part (0: whole). */
+	ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
+	for (i = 0; i < n; i++)
+		bits[i] = ufs_pages_take(ino, us_buf_offset(bufs[i]) / UFS_CHUNK_BYTES);
+	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+	i = 0;
+	while (i < n) {
+		uint64_t end, start = us_buf_offset(bufs[i]), bytes = 0;
+		size_t k, take = n - i < per ? n - i : per;
+		struct iovec iov[NB_MAX_GROUP + 2];
+		struct req *r;
+		int rc;
+
+		if (bits[i]) {
+			/* Some pages of it only, in WRITE3s of their own. */
+			struct part *p = calloc(1, sizeof(*p));
+
+			if (!p) {
+				fail_bufs(bufs + i, n - i, -ENOMEM);
+				break;
+			}
+			atomic_init(&p->left, 1);
+			atomic_init(&p->worst, (uint64_t)US_WRITE_STABLE << 32);
+			rc = send_pages(nb, ino, obj, bufs[i], bits[i], p);
+			nfsb_part_end(nb, bufs[i], p, rc ? US_WRITE_ERROR : US_WRITE_STABLE, rc);
+			if (rc) {
+				fail_bufs(bufs + i + 1, n - i - 1, rc);
+				break;
+			}
+			i++;
+			continue;
+		}
+		/* The slot first: data_lock is held only while one WRITE3 is
+		 * built and sent, so that a writer of the file waits for one
+		 * RPC's send at most, never for the server. */
+		if ((rc = nfsb_wc_slot(nb, ino->file))) {
+			fail_bufs(bufs + i, n - i, rc == -ESHUTDOWN ? -EAGAIN : rc);
+			break;
+		}
+		if (!(r = calloc(1, sizeof(*r)))) {
+			nfsb_wc_slot_put(nb, ino->file);
+			fail_bufs(bufs + i, n - i, -ENOMEM);
+			break;
+		}
+		ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
+		end = ino->size;
+		if (start >= end) {
+			/* Wholly past the end (a truncate cut it): nothing to keep. */
+			ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+			nfsb_wc_slot_put(nb, ino->file);
+			free(r);
+			for (; i < n; i++)
+				us_buf_write_done(bufs[i], US_WRITE_STABLE, 0, 0);
+			break;
+		}
+		/* Adjacent whole chunks, up to the server's wtmax, clipped to
+		 * the logical size: one WRITE3 sent from the chunks in place. */
+		for (k = 0; k < take && us_buf_offset(bufs[i + k]) == start + bytes &&
+			    start + bytes < end && !bits[i + k];
+		     k++) {
+			uint64_t len = min_u64(us_buf_length(bufs[i + k]), end - (start + bytes));
+
+			iov[1 + k].iov_base = us_buf_data(bufs[i + k]);
+			iov[1 + k].iov_len = (size_t)len;
+			bytes += len;
+		}
+		r->kind = REQ_WRITE;
+		r->file = ino->file;
+		r->obj = obj;
+		r->offset = start;
+		r->count = (uint32_t)bytes;
+		r->stable = UNSTABLE;
+		r->nbufs = (unsigned)k;
+		memcpy(r->bufs, bufs + i, k * sizeof(*bufs));
+		/* Once queued, r belongs to the service thread, which may
+		 * complete and free it before nfsb_wc_send() returns here. */
+		rc = nfsb_wc_send(nb, r, iov, (int)(1 + k));
+		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+		if (rc) {
+			free(r);
+			fail_bufs(bufs + i, n - i, rc);
+			break;
+		}
+		atomic_fetch_add(&nb->writes, 1);
+		atomic_fetch_add(&nb->write_bytes, bytes);
+		i += k;
+	}
+	if (bits != stack_bits)
+		free(bits);
+	return 0;
+}
+
+int nfsb_commit(void *ctx, us_object *obj, enum us_reason reason)
+{
+	struct ufs *fs = ctx;
+	struct nb *nb = nb_of(fs);
+	struct ufs_inode *ino = us_object_user(obj);
+	struct req *r = calloc(1, sizeof(*r));
+	int rc;
+
+	(void)reason;
+	if (!r)
+		return -ENOMEM;
+	r->kind = REQ_COMMIT;
+	r->file = ino->file;
+	r->obj = obj;
+	/* Before sending: every write numbered up to seq had its reply. */
+	r->epoch = us_backend_epoch(fs->backend);
+	r->seq = atomic_load(&fs->seq);
+	if (r->seq == 0) {
+		free(r);
+		return 0;
+	}
+	if ((rc = nfsb_req_submit(nb, r, false))) {
+		free(r);
+		return rc;
+	}
+	atomic_fetch_add(&nb->commits, 1);
+	return 0;
+}
+
+void nfsb_drain(struct ufs *fs, struct ufs_bfile *f)
+{
+	struct nb *nb = nb_of(fs);
+
+	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
+	while (f->inflight && !(nb->stop && !nb->thread_started))
+		ufs_cond_wait(&nb->cond, &nb->lock, UFS_RANK_NFS);
+	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
+}

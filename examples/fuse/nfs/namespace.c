@@ -1,0 +1,765 @@
+/*
+ * unstable-fuse, NFSv3 backend (nfs.h): the namespace. Files (open,
+ * reopen, close, fstat, uncached reads and writes, setattr), directories,
+ * names (lookup by stat, create, unlink, rename, link, symlink...), each a
+ * synchronous call on the namespace context under ns_lock; the attribute
+ * cache that answers stats by path; and the backend's table of operations
+ * (ufs_backend_nfs).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#define _GNU_SOURCE
+
+#include "nfs.h"
+
+/* "." or "a/b" to "/" or "/a/b". NULL on ENOMEM. */
+static char *abs_path(const char *rel)
+{
+	char *p;
+
+	if (strcmp(rel, ".") == 0)
+		return strdup("/");
+	if (asprintf(&p, "/%s", rel) < 0)
+		return NULL;
+	return p;
+}
+
+/*
+ * The attribute cache. With the kernel asking for every attribute
+ * (attr_timeout 0, fs.c) and libnfs walking each path from the export's
+ * root, a stat through NFS is a round trip per path component: a copy of
+ * 792 files and directories (cp -a /usr/include/linux) made 8,472 path
+ * stats, 11 per file, most of them of a name looked at a moment before. So
+ * an lstat or stat by path is answered from here for up to --attr-cache
+ * (default 1 s, like the Linux NFS client's attribute cache, whose shortest
+ * is 3 s), and a name found missing too. What this client changes it
+ * forgets at once: a name and its parent after a call that makes, removes
+ * or changes it, everything after a rename, link or unlink (other names of
+ * the same file), a file's name when a write of its data is answered. A
+ * change made by another client shows after the lifetime at most, as with
+ * NFS's own attribute cache. An answer that raced a change (the cache's
+ * generation moved while it was asked) is not kept.
+ */
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static size_t ac_slot(const char *path, bool follow)
+{
+	uint64_t h = 1469598103934665603ull ^ follow;
+
+	for (; *path; path++)
+		h = (h ^ (uint8_t)*path) * 1099511628211ull;
+	return (size_t)(h % AC_SLOTS);
+}
+
+/* A cached answer for path: true with *rc (and *st); false with the
+ * generation to give ac_put(). */
+static bool ac_get(struct nb *nb, const char *path, bool follow, struct stat *st, int *rc,
+		   uint64_t *gen)
+{
+	struct ac_ent *e;
+	bool hit = false;
+
+	*gen = 0;
+	if (!nb->ac)
+		return false;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	e = &nb->ac[ac_slot(path, follow)];
+	if (e->path && e->follow == follow && strcmp(e->path, path) == 0 &&
+	    mono_ns() < e->until_ns) {
+		*rc = e->rc;
+		*st = e->st;
+		hit = true;
+	}
+	*gen = nb->ac_gen;
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	atomic_fetch_add(hit ? &nb->ac_hits : &nb->ac_misses, 1);
+	return hit;
+}
+
+static void ac_put(struct nb *nb, const char *path, bool follow, int rc, const struct stat *st,
+		   uint64_t gen)
+{
+	struct ac_ent *e;
+	char *copy;
+
+	if (!nb->ac || (rc != 0 && rc != -ENOENT) || !(copy = strdup(path)))
+		return;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	if (gen == nb->ac_gen) {
+		e = &nb->ac[ac_slot(path, follow)];
+		free(e->path);
+		e->path = copy;
+		copy = NULL;
+		e->follow = follow;
+		e->rc = rc;
+		if (rc == 0)
+			e->st = *st;
+		e->until_ns = mono_ns() + nb->ac_ttl_ns;
+	}
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	free(copy);
+}
+
+/* Under ac_lock: forgets path's answers. */
+static void ac_drop(struct nb *nb, const char *path)
+{
+	for (int follow = 0; follow < 2; follow++) {
+		struct ac_ent *e = &nb->ac[ac_slot(path, follow)];
+
+		if (e->path && strcmp(e->path, path) == 0) {
+			free(e->path);
+			e->path = NULL;
+		}
+	}
+}
+
+/* Forgets what is cached of path and of its parent directory. */
+void nfsb_ac_forget(struct nb *nb, const char *path)
+{
+	const char *slash;
+
+	if (!nb->ac)
+		return;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	nb->ac_gen++;
+	ac_drop(nb, path);
+	if ((slash = strrchr(path, '/'))) {
+		char parent[PATH_MAX];
+		size_t n = slash == path ? 1 : (size_t)(slash - path);
+
+		if (n < sizeof(parent)) {
+			memcpy(parent, path, n);
+			parent[n] = '\0';
+			ac_drop(nb, parent);
+		}
+	}
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+}
+
+/* Forgets everything. */
+void nfsb_ac_clear(struct nb *nb)
+{
+	if (!nb->ac)
+		return;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	nb->ac_gen++;
+	for (size_t i = 0; i < AC_SLOTS; i++) {
+		free(nb->ac[i].path);
+		nb->ac[i].path = NULL;
+	}
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+}
+
+static void st_from(struct stat *st, const struct nfs_stat_64 *s)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_dev = (dev_t)s->nfs_dev;
+	st->st_ino = (ino_t)s->nfs_ino;
+	st->st_mode = (mode_t)s->nfs_mode;
+	st->st_nlink = (nlink_t)s->nfs_nlink;
+	st->st_uid = (uid_t)s->nfs_uid;
+	st->st_gid = (gid_t)s->nfs_gid;
+	st->st_rdev = (dev_t)s->nfs_rdev;
+	st->st_size = (off_t)s->nfs_size;
+	st->st_blksize = (blksize_t)s->nfs_blksize;
+	st->st_blocks = (blkcnt_t)s->nfs_blocks;
+	st->st_atim.tv_sec = (time_t)s->nfs_atime;
+	st->st_atim.tv_nsec = (long)s->nfs_atime_nsec;
+	st->st_mtim.tv_sec = (time_t)s->nfs_mtime;
+	st->st_mtim.tv_nsec = (long)s->nfs_mtime_nsec;
+	st->st_ctim.tv_sec = (time_t)s->nfs_ctime;
+	st->st_ctim.tv_nsec = (long)s->nfs_ctime_nsec;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Files                                                                     */
+
+#define NS_BEGIN(fs)               \
+	struct nb *nb = nb_of(fs); \
+	int rc;                    \
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS)
+#define NS_END()                                         \
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS); \
+	return rc < 0 ? rc : 0
+
+static struct ufs_bfile *bfile_new(const char *rel)
+{
+	struct ufs_bfile *f = calloc(1, sizeof(*f));
+
+	if (f && !(f->path = abs_path(rel))) {
+		free(f);
+		f = NULL;
+	}
+	return f;
+}
+
+static void bfile_fh(struct ufs_bfile *f)
+{
+	struct lnfs_fh *fh = (struct lnfs_fh *)nfs_get_fh(f->nfh);
+
+	f->fhlen = fh->len > 0 && fh->len <= NFS3_FHSIZE ? (unsigned)fh->len : 0;
+	memcpy(f->fh, fh->val, f->fhlen);
+}
+
+static int open_path(struct nb *nb, struct ufs_bfile *f, int flags, mode_t mode)
+{
+	int rc;
+
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	if (flags & O_CREAT) {
+		rc = nfs_create(nb->ns, f->path, flags & (O_ACCMODE | O_EXCL | O_CREAT),
+				(int)(mode & 07777), &f->nfh);
+		nfsb_ac_forget(nb, f->path);
+	} else {
+		rc = nfs_open(nb->ns, f->path, flags & O_ACCMODE, &f->nfh);
+	}
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	if (rc == 0)
+		bfile_fh(f);
+	return rc < 0 ? rc : 0;
+}
+
+static int nfs_open_file(struct ufs *fs, const char *rel, int flags, mode_t mode,
+			 struct ufs_bfile **out)
+{
+	struct ufs_bfile *f = bfile_new(rel);
+	int rc;
+
+	if (!f)
+		return -ENOMEM;
+	if ((rc = open_path(nb_of(fs), f, flags, mode))) {
+		free(f->path);
+		free(f);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
+static int nfs_reopen_rw(struct ufs *fs, struct ufs_bfile *f, struct ufs_bfile **out)
+{
+	struct ufs_bfile *g;
+
+	if (!f->nfh)
+		return -EISDIR;
+	if (!(g = calloc(1, sizeof(*g))) || !(g->path = strdup(f->path))) {
+		free(g);
+		return -ENOMEM;
+	}
+	if (open_path(nb_of(fs), g, O_RDWR, 0) != 0 || g->fhlen != f->fhlen ||
+	    memcmp(g->fh, f->fh, f->fhlen) != 0) {
+		/* Renamed since: the same handle is all the data path needs;
+		 * the namespace calls then use the old name. */
+		if (g->nfh) {
+			ufs_mutex_lock(&nb_of(fs)->ns_lock, UFS_RANK_NFS_NS);
+			nfs_close(nb_of(fs)->ns, g->nfh);
+			ufs_mutex_unlock(&nb_of(fs)->ns_lock, UFS_RANK_NFS_NS);
+			g->nfh = NULL;
+		}
+		free(g->path);
+		free(g);
+		return -ESTALE;
+	}
+	*out = g;
+	return 0;
+}
+
+static void nfs_close_file(struct ufs *fs, struct ufs_bfile *f)
+{
+	struct nb *nb = nb_of(fs);
+
+	nfsb_drain(fs, f);
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	if (f->nfh)
+		nfs_close(nb->ns, f->nfh);
+	if (f->dir)
+		nfs_closedir(nb->ns, f->dir);
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	free(f->path);
+	free(f);
+}
+
+static int nfs_fstat_file(struct ufs *fs, struct ufs_bfile *f, struct stat *st)
+{
+	struct nfs_stat_64 s;
+	NS_BEGIN(fs);
+	if (f->nfh)
+		rc = nfs_fstat64(nb->ns, f->nfh, &s);
+	else
+		rc = nfs_stat64(nb->ns, f->path, &s);
+	if (rc == 0)
+		st_from(st, &s);
+	NS_END();
+}
+
+static ssize_t nfs_pread_file(struct ufs *fs, struct ufs_bfile *f, void *buf, size_t n,
+			      uint64_t off)
+{
+	struct nb *nb = nb_of(fs);
+	size_t got = 0;
+
+	while (got < n) {
+		struct req r = { .kind = REQ_READ,
+				 .file = f,
+				 .offset = off + got,
+				 .count = (uint32_t)min_u64(n - got, nb->rsize),
+				 .data = (char *)buf + got };
+		int rc = nfsb_req_wait(nb, &r);
+
+		if (rc)
+			return got ? (ssize_t)got : rc;
+		atomic_fetch_add(&nb->reads, 1);
+		got += r.got;
+		if (r.eof || r.got == 0)
+			break;
+	}
+	return (ssize_t)got;
+}
+
+/* Uncached (--no-cache): WRITE3 FILE_SYNC, waited for. */
+static ssize_t nfs_pwrite_file(struct ufs *fs, struct ufs_bfile *f, const void *buf, size_t n,
+			       uint64_t off)
+{
+	struct nb *nb = nb_of(fs);
+	size_t done = 0;
+
+	while (done < n) {
+		struct req r = { .kind = REQ_WRITE,
+				 .file = f,
+				 .offset = off + done,
+				 .count = (uint32_t)min_u64(n - done, nb->wsize),
+				 .stable = FILE_SYNC,
+				 .data = (char *)buf + done };
+		int rc = nfsb_req_wait(nb, &r);
+
+		if (rc) {
+			nfsb_ac_forget(nb, f->path);
+			return done ? (ssize_t)done : rc;
+		}
+		atomic_fetch_add(&nb->writes, 1);
+		atomic_fetch_add(&nb->write_bytes, r.count);
+		if (r.committed != UNSTABLE)
+			atomic_fetch_add(&nb->stable_replies, 1);
+		done += r.count;
+	}
+	nfsb_ac_forget(nb, f->path);
+	return (ssize_t)done;
+}
+
+static int nfs_fsync_file(struct ufs *fs, struct ufs_bfile *f)
+{
+	struct req r = { .kind = REQ_COMMIT, .file = f };
+
+	return nfsb_req_wait(nb_of(fs), &r);
+}
+
+static int nfs_ftruncate_file(struct ufs *fs, struct ufs_bfile *f, uint64_t size)
+{
+	/* A WRITE3 still in flight could land after the SETATTR. */
+	nfsb_drain(fs, f);
+	NS_BEGIN(fs);
+	if (f->nfh)
+		rc = nfs_ftruncate(nb->ns, f->nfh, size);
+	else
+		rc = nfs_truncate(nb->ns, f->path, size);
+	nfsb_ac_forget(nb, f->path);
+	NS_END();
+}
+
+static int nfs_fchmod_file(struct ufs *fs, struct ufs_bfile *f, mode_t mode)
+{
+	NS_BEGIN(fs);
+	if (f->nfh)
+		rc = nfs_fchmod(nb->ns, f->nfh, (int)(mode & 07777));
+	else
+		rc = nfs_chmod(nb->ns, f->path, (int)(mode & 07777));
+	nfsb_ac_forget(nb, f->path);
+	NS_END();
+}
+
+static int nfs_fchown_file(struct ufs *fs, struct ufs_bfile *f, uid_t uid, gid_t gid)
+{
+	NS_BEGIN(fs);
+	if (f->nfh)
+		rc = nfs_fchown(nb->ns, f->nfh, (int)uid, (int)gid);
+	else
+		rc = nfs_lchown(nb->ns, f->path, (int)uid, (int)gid);
+	nfsb_ac_forget(nb, f->path);
+	NS_END();
+}
+
+/* utimensat() by path (libnfs has no futimes): microseconds; UTIME_NOW
+ * and UTIME_OMIT resolved here. */
+static int utimes_path(struct nb *nb, const char *path, const struct timespec tv[2])
+{
+	struct timeval t[2];
+	struct nfs_stat_64 s;
+	int i, rc = 0;
+
+	if (tv[0].tv_nsec == UTIME_OMIT || tv[1].tv_nsec == UTIME_OMIT)
+		rc = nfs_lstat64(nb->ns, path, &s);
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < 2; i++) {
+		if (tv[i].tv_nsec == UTIME_NOW) {
+			gettimeofday(&t[i], NULL);
+		} else if (tv[i].tv_nsec == UTIME_OMIT) {
+			t[i].tv_sec = (time_t)(i ? s.nfs_mtime : s.nfs_atime);
+			t[i].tv_usec =
+				(suseconds_t)((i ? s.nfs_mtime_nsec : s.nfs_atime_nsec) / 1000);
+		} else {
+			t[i].tv_sec = tv[i].tv_sec;
+			t[i].tv_usec = tv[i].tv_nsec / 1000;
+		}
+	}
+	return nfs_lutimes(nb->ns, path, t);
+}
+
+static int nfs_futimens_file(struct ufs *fs, struct ufs_bfile *f, const struct timespec tv[2])
+{
+	NS_BEGIN(fs);
+	rc = utimes_path(nb, f->path, tv);
+	nfsb_ac_forget(nb, f->path);
+	NS_END();
+}
+
+static int nfs_opendir_path(struct ufs *fs, const char *rel, struct ufs_bfile **out)
+{
+	struct ufs_bfile *f = bfile_new(rel);
+	struct nb *nb = nb_of(fs);
+	int rc;
+
+	if (!f)
+		return -ENOMEM;
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	rc = nfs_opendir(nb->ns, f->path, &f->dir);
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	if (rc) {
+		free(f->path);
+		free(f);
+		return rc < 0 ? rc : -EIO;
+	}
+	*out = f;
+	return 0;
+}
+
+static mode_t type_bits(uint32_t type)
+{
+	switch (type) {
+	case NF3REG:
+		return S_IFREG;
+	case NF3DIR:
+		return S_IFDIR;
+	case NF3BLK:
+		return S_IFBLK;
+	case NF3CHR:
+		return S_IFCHR;
+	case NF3LNK:
+		return S_IFLNK;
+	case NF3SOCK:
+		return S_IFSOCK;
+	case NF3FIFO:
+		return S_IFIFO;
+	default:
+		return 0;
+	}
+}
+
+static int nfs_readdir_dir(struct ufs *fs, struct ufs_bfile *d, uint64_t off, ufs_fill_fn fill,
+			   void *ctx)
+{
+	struct nb *nb = nb_of(fs);
+	struct nfsdirent *de;
+
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	if (off == 0)
+		nfs_rewinddir(nb->ns, d->dir);
+	while ((de = nfs_readdir(nb->ns, d->dir))) {
+		struct stat st = { .st_ino = (ino_t)de->inode,
+				   .st_mode = type_bits(de->type) | (de->mode & 07777) };
+
+		if (fill(ctx, de->name, &st))
+			break;
+	}
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Names                                                                     */
+
+#define PATH_OP(name, call)                                 \
+	static int name(struct ufs *fs, const char *rel)    \
+	{                                                   \
+		char *p = abs_path(rel);                    \
+		if (!p)                                     \
+			return -ENOMEM;                     \
+		NS_BEGIN(fs);                               \
+		rc = call;                                  \
+		nfsb_ac_clear(nb); /* other names' nlink */ \
+		free(p);                                    \
+		NS_END();                                   \
+	}
+
+PATH_OP(nfs_unlink_path, nfs_unlink(nb->ns, p))
+PATH_OP(nfs_rmdir_path, nfs_rmdir(nb->ns, p))
+
+static int stat_path(struct ufs *fs, const char *rel, struct stat *st, bool follow)
+{
+	struct nfs_stat_64 s;
+	char *p = abs_path(rel);
+	uint64_t gen;
+	int cached;
+
+	if (!p)
+		return -ENOMEM;
+	if (ac_get(nb_of(fs), p, follow, st, &cached, &gen)) {
+		free(p);
+		return cached;
+	}
+	NS_BEGIN(fs);
+	rc = follow ? nfs_stat64(nb->ns, p, &s) : nfs_lstat64(nb->ns, p, &s);
+	if (rc == 0)
+		st_from(st, &s);
+	ac_put(nb, p, follow, rc < 0 ? rc : 0, st, gen);
+	free(p);
+	NS_END();
+}
+
+static int nfs_lstat_path(struct ufs *fs, const char *rel, struct stat *st)
+{
+	return stat_path(fs, rel, st, false);
+}
+
+static int nfs_stat_path(struct ufs *fs, const char *rel, struct stat *st)
+{
+	return stat_path(fs, rel, st, true);
+}
+
+static int nfs_truncate_path(struct ufs *fs, const char *rel, uint64_t size)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_truncate(nb->ns, p, size);
+	nfsb_ac_forget(nb, p);
+	free(p);
+	NS_END();
+}
+
+static int nfs_mkdir_path(struct ufs *fs, const char *rel, mode_t mode)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_mkdir2(nb->ns, p, (int)(mode & 07777));
+	nfsb_ac_forget(nb, p);
+	free(p);
+	NS_END();
+}
+
+static int nfs_mknod_path(struct ufs *fs, const char *rel, mode_t mode, dev_t rdev)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_mknod(nb->ns, p, (int)mode, (int)rdev);
+	nfsb_ac_forget(nb, p);
+	free(p);
+	NS_END();
+}
+
+static int nfs_symlink_path(struct ufs *fs, const char *target, const char *rel)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_symlink(nb->ns, target, p);
+	nfsb_ac_forget(nb, p);
+	free(p);
+	NS_END();
+}
+
+static int nfs_readlink_path(struct ufs *fs, const char *rel, char *buf, size_t size)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	memset(buf, 0, size);
+	NS_BEGIN(fs);
+	rc = nfs_readlink(nb->ns, p, buf, (int)size - 1);
+	free(p);
+	NS_END();
+}
+
+static int nfs_rename_path(struct ufs *fs, const char *from, const char *to, unsigned flags)
+{
+	char *a, *b;
+
+	if (flags)
+		return -EINVAL; /* no RENAME_NOREPLACE or RENAME_EXCHANGE in NFSv3 */
+	a = abs_path(from);
+	b = abs_path(to);
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return -ENOMEM;
+	}
+	NS_BEGIN(fs);
+	rc = nfs_rename(nb->ns, a, b);
+	nfsb_ac_clear(nb);
+	free(a);
+	free(b);
+	NS_END();
+}
+
+static int nfs_link_path(struct ufs *fs, const char *from, const char *to)
+{
+	char *a = abs_path(from), *b = abs_path(to);
+
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return -ENOMEM;
+	}
+	NS_BEGIN(fs);
+	rc = nfs_link(nb->ns, a, b);
+	nfsb_ac_clear(nb);
+	free(a);
+	free(b);
+	NS_END();
+}
+
+static int nfs_chmod_path(struct ufs *fs, const char *rel, mode_t mode)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_chmod(nb->ns, p, (int)(mode & 07777));
+	nfsb_ac_forget(nb, p);
+	free(p);
+	NS_END();
+}
+
+static int nfs_chown_path(struct ufs *fs, const char *rel, uid_t uid, gid_t gid)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_lchown(nb->ns, p, (int)uid, (int)gid);
+	nfsb_ac_forget(nb, p);
+	free(p);
+	NS_END();
+}
+
+static int nfs_utimens_path(struct ufs *fs, const char *rel, const struct timespec tv[2])
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = utimes_path(nb, p, tv);
+	nfsb_ac_forget(nb, p);
+	free(p);
+	NS_END();
+}
+
+static int nfs_statfs_path(struct ufs *fs, const char *rel, struct statvfs *st)
+{
+	struct nfs_statvfs_64 s;
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_statvfs64(nb->ns, p, &s);
+	free(p);
+	if (rc == 0) {
+		memset(st, 0, sizeof(*st));
+		st->f_bsize = s.f_bsize;
+		st->f_frsize = s.f_frsize ? s.f_frsize : s.f_bsize;
+		st->f_blocks = s.f_blocks;
+		st->f_bfree = s.f_bfree;
+		st->f_bavail = s.f_bavail;
+		st->f_files = s.f_files;
+		st->f_ffree = s.f_ffree;
+		st->f_favail = s.f_favail;
+		st->f_fsid = s.f_fsid;
+		st->f_flag = s.f_flag;
+		st->f_namemax = nb->name_max ? nb->name_max : s.f_namemax ? s.f_namemax : 255;
+	}
+	NS_END();
+}
+
+static int nfs_access_path(struct ufs *fs, const char *rel, int mask)
+{
+	char *p = abs_path(rel);
+
+	if (!p)
+		return -ENOMEM;
+	NS_BEGIN(fs);
+	rc = nfs_access(nb->ns, p, mask);
+	free(p);
+	NS_END();
+}
+
+const struct ufs_backend ufs_backend_nfs = {
+	.name = "nfs",
+	.page_writeback = true,
+	.attach = nfsb_attach,
+	.start = nfsb_start,
+	.detach = nfsb_detach,
+	.stats = nfsb_stats,
+	.flush = nfsb_flush,
+	.commit = nfsb_commit,
+	.drain = nfsb_drain,
+	.open = nfs_open_file,
+	.reopen_rw = nfs_reopen_rw,
+	.close = nfs_close_file,
+	.fstat = nfs_fstat_file,
+	.pread = nfs_pread_file,
+	.pwrite = nfs_pwrite_file,
+	.fsync = nfs_fsync_file,
+	.ftruncate = nfs_ftruncate_file,
+	.fchmod = nfs_fchmod_file,
+	.fchown = nfs_fchown_file,
+	.futimens = nfs_futimens_file,
+	.opendir = nfs_opendir_path,
+	.readdir = nfs_readdir_dir,
+	.lstat = nfs_lstat_path,
+	.stat = nfs_stat_path,
+	.truncate = nfs_truncate_path,
+	.mkdir = nfs_mkdir_path,
+	.mknod = nfs_mknod_path,
+	.unlink = nfs_unlink_path,
+	.rmdir = nfs_rmdir_path,
+	.symlink = nfs_symlink_path,
+	.readlink = nfs_readlink_path,
+	.rename = nfs_rename_path,
+	.link = nfs_link_path,
+	.chmod = nfs_chmod_path,
+	.chown = nfs_chown_path,
+	.utimens = nfs_utimens_path,
+	.statfs = nfs_statfs_path,
+	.access = nfs_access_path,
+};
