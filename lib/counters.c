@@ -58,3 +58,18 @@ void us__credit_revoke(us_domain *d)
 	us_list_for_each (pos, &d->children)
 		us__credit_revoke(us_container_of(pos, us_domain, sibling));
 }
+
+void us__reclaim_mark(us_domain *d, uint64_t now)
+{
+	d->reclaiming = true;
+	d->reclaim_last_ns = now;
+	d->reclaim_seen = d->progress;
+	d->reclaim_stalls = 0;
+}
+
+void us__reclaim_unmark(us_domain *d)
+{
+	d->reclaiming = false;
+	d->reclaim_stalls = 0;
+	d->reclaim_last_ns = 0;
+}

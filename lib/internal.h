@@ -750,6 +750,12 @@ uint64_t us__arenas_dirty(const unsigned *ind, unsigned n);
 void us__domain_init(us_domain *d, us_engine *e, us_domain *parent, const char *name,
 		     uint64_t max);
 void us__domain_add(us_domain *d, size_t field, int64_t delta);
+/* A charge waits on d's max (pressure.c), or d is over its high
+ * (throttle.c): d is marked reclaiming from now, its progress counted from
+ * here, no stall yet. Unmarked when the charge is done or gave up, or a
+ * while after its last attempt (policy.c). */
+void us__reclaim_mark(us_domain *d, uint64_t now);
+void us__reclaim_unmark(us_domain *d);
 /* Whether d is top or under it. */
 static inline bool us__under(const us_domain *d, const us_domain *top)
 {

@@ -245,11 +245,8 @@ static uint64_t reclaim_expire_walk(us_engine *e, us_domain *d, uint64_t now, ui
 	uint64_t next = UINT64_MAX;
 	struct us_list *pos;
 
-	if (d->reclaiming && now >= sat_add(d->reclaim_last_ns, four)) {
-		d->reclaiming = false;
-		d->reclaim_stalls = 0;
-		d->reclaim_last_ns = 0;
-	}
+	if (d->reclaiming && now >= sat_add(d->reclaim_last_ns, four))
+		us__reclaim_unmark(d);
 	if (d->reclaiming)
 		next = sat_add(d->reclaim_last_ns, four);
 	us_list_for_each (pos, &d->children)

@@ -163,9 +163,7 @@ static bool in_flight(us_engine *e, us_domain *top)
 static void reclaim_done(us_domain *d)
 {
 	for (; d; d = d->parent) {
-		d->reclaiming = false;
-		d->reclaim_stalls = 0;
-		d->reclaim_last_ns = 0;
+		us__reclaim_unmark(d);
 		d->reclaim_progress_ns = 0;
 	}
 }
@@ -226,10 +224,7 @@ int us__reclaim(us_object *o, uint64_t len, uint64_t *retry_ns)
 		}
 		top = a;
 		if (!a->reclaiming || !a->reclaim_last_ns) {
-			a->reclaiming = true;
-			a->reclaim_last_ns = now;
-			a->reclaim_seen = a->progress;
-			a->reclaim_stalls = 0;
+			us__reclaim_mark(a, now);
 			a->reclaim_progress_ns = now;
 		} else if (now >= sat_add(a->reclaim_last_ns, e->reclaim_wait_ns)) {
 			/* A wait without progress is a stall only when nothing

@@ -139,11 +139,6 @@ static uint64_t ratio_of(uint64_t base, uint64_t pct)
 	return base / 100 * pct + base % 100 * pct / 100;
 }
 
-static uint64_t min64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
 /* The pinned bytes of a writeback context. */
 static uint64_t wb_pinned(const struct us_wb *wb)
 {
@@ -230,12 +225,12 @@ static void position_shared(struct throttle *t, const us_domain *d, struct level
 		f = (double)rate / ((double)rate + (double)others);
 	else
 		f = 0;
-	run = min64(l.dirty, d->engine->max_flush_bytes);
+	run = min_u64(l.dirty, d->engine->max_flush_bytes);
 	tw = (uint64_t)((double)l.dirty * f);
 	if (tw < run)
 		tw = run;
 	bw = (uint64_t)((double)l.bg * ((double)tw / (double)l.dirty));
-	t->margin = min64(t->margin, bw > mine ? bw - mine : 0);
+	t->margin = min_u64(t->margin, bw > mine ? bw - mine : 0);
 	position(t, mine, bw, tw, own, &t->wb->gate_q);
 	if (own && pinned >= l.dirty + l.dirty / 2) {
 		t->over = true;
@@ -298,7 +293,7 @@ static struct level eval(us_domain *d, struct throttle *t)
 		room = d->max > fixed ? d->max - fixed : 0;
 	if (d->parent)
 		p = eval(d->parent, t);
-	l.headroom = min64(room, p.headroom);
+	l.headroom = min_u64(room, p.headroom);
 	max_eff = l.headroom == US_UNLIMITED ? US_UNLIMITED : sat_add(fixed, l.headroom);
 	l.bg = d->bg_bytes ? d->bg_bytes : ratio_of(max_eff, d->bg_ratio);
 	l.dirty = d->dirty_bytes ? d->dirty_bytes : ratio_of(max_eff, d->dirty_ratio);
@@ -307,7 +302,7 @@ static struct level eval(us_domain *d, struct throttle *t)
 		 * 4 pipe_bytes, at most 7/8 of L (or of high, below which
 		 * pinned data costs no penalty), and the background ratio with
 		 * it in proportion; bytes, and a ratio of 0, are kept as set. */
-		uint64_t base = min64(max_eff, d->high);
+		uint64_t base = min_u64(max_eff, d->high);
 		uint64_t cap = base - base / 32;
 		uint64_t floor = d->pipe_bytes > cap / 4 ? cap : 4 * d->pipe_bytes;
 
@@ -318,8 +313,8 @@ static struct level eval(us_domain *d, struct throttle *t)
 						  (double)d->dirty_ratio);
 		}
 	}
-	l.bg = min64(l.bg, p.bg);
-	l.dirty = min64(l.dirty, p.dirty);
+	l.bg = min_u64(l.bg, p.bg);
+	l.dirty = min_u64(l.dirty, p.dirty);
 	if (l.bg >= l.dirty)
 		l.bg = l.dirty / 2;
 	if (!t || l.dirty == US_UNLIMITED)
@@ -332,7 +327,7 @@ static struct level eval(us_domain *d, struct throttle *t)
 		/* Credit stops short of the background threshold, so that
 		 * crossing it always takes the locked path, which wakes the
 		 * flushers. */
-		t->margin = min64(t->margin, l.bg > used ? l.bg - used : 0);
+		t->margin = min_u64(t->margin, l.bg > used ? l.bg - used : 0);
 		/* Credit granted since d's last revoke would take d past its
 		 * background threshold: revoke it (once per grant). */
 		if (used > l.bg && d->granted && d->grant_seq != d->revoked_at && !t->spent)
@@ -415,7 +410,7 @@ static void pace_add(us_object *o, uint64_t now, uint64_t cost, uint64_t link)
 		return;
 	if (link && (double)e->max_flush_bytes * 1e9 / (double)link > (double)cap)
 		cap = (uint64_t)((double)e->max_flush_bytes * 1e9 / (double)link);
-	o->pace_ns = min64(o->pace_ns, now + cap);
+	o->pace_ns = min_u64(o->pace_ns, now + cap);
 }
 
 /* The least position ratio a dirtying is paced at: near the dirty
@@ -498,12 +493,8 @@ void us__high_penalty(us_object *o, struct us_list *victims)
 		(void)us__evict_to(a, a->high, victims); /* what it can */
 		if (a->c.charged <= a->high)
 			continue;
-		if (!a->reclaiming) {
-			a->reclaiming = true;
-			a->reclaim_last_ns = us__now(o->engine);
-			a->reclaim_seen = a->progress;
-			a->reclaim_stalls = 0;
-		}
+		if (!a->reclaiming)
+			us__reclaim_mark(a, us__now(o->engine));
 		r = 4.0 * (double)(a->c.charged - a->high) / (double)(a->high ? a->high : 1);
 		f = r * r > 1.0 ? 1.0 : r * r;
 		delay = (uint64_t)((double)US_HIGH_DELAY_MAX * f);
@@ -512,7 +503,7 @@ void us__high_penalty(us_object *o, struct us_list *victims)
 	}
 	if (!worst)
 		return;
-	o->high_debt_ns = min64(o->high_debt_ns + worst, US_HIGH_DELAY_MAX);
+	o->high_debt_ns = min_u64(o->high_debt_ns + worst, US_HIGH_DELAY_MAX);
 	us__credit_revoke(o->domain);
 }
 
@@ -557,7 +548,7 @@ static uint64_t min_pause(const us_object *o, uint64_t floor)
 	if (bk->nactive > 1)
 		c = c > o->engine->min_pause_ns / bk->nactive ? o->engine->min_pause_ns :
 								c * bk->nactive;
-	return min64(o->engine->min_pause_ns, c < floor ? floor : c);
+	return min_u64(o->engine->min_pause_ns, c < floor ? floor : c);
 }
 
 /*
@@ -659,7 +650,7 @@ static uint64_t order_pause(const us_object *o, const struct us_turn *ahead, uin
 	 * the rank: the count need not go further. */
 	r = us__turn_rank(ahead->q, &o->gate, us__turn_key(o, now),
 			  floor ? 4 * (most / floor) + 5 : UINT64_MAX);
-	pause = min64((uint64_t)((double)floor / 4 * (double)(r ? r : 1)), most);
+	pause = min_u64((uint64_t)((double)floor / 4 * (double)(r ? r : 1)), most);
 	return pause < floor ? floor : pause;
 }
 
@@ -706,7 +697,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 			pause = min_pause(o, floor);
 		if (pause > e->max_pause_ns)
 			pause = e->max_pause_ns;
-		pause = min64(pause, pipeline_pause(o, floor));
+		pause = min_u64(pause, pipeline_pause(o, floor));
 		if (pause < floor) /* a wait, not a spin on the lock */
 			pause = floor;
 		us__turn_join(e, &o->gate, t.over_q, us__turn_key(o, now), now + pause);
@@ -756,7 +747,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		*pause_ns = 0;
 		return 0;
 	}
-	pause = min64(owed, pipeline_pause(o, floor));
+	pause = min_u64(owed, pipeline_pause(o, floor));
 	/* What the pipeline cut short is forgiven to a writer alone (the
 	 * pipeline is clear when it comes back). Among writers that share the
 	 * context (its ratelimit below the link's rate) it is still owed (its
@@ -766,7 +757,7 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 	 * large blocks, each of which outruns the pause, is not served at
 	 * every commit's end as often as one of small blocks. */
 	if (!shared)
-		o->pace_ns = min64(o->pace_ns, now + pause);
+		o->pace_ns = min_u64(o->pace_ns, now + pause);
 	account_pause(o->domain, pause);
 	*pause_ns = pause;
 	/* Beside others, a pace still ahead holds the writer whether or not
@@ -928,7 +919,7 @@ bool us__credit_grant(struct us_tcache *tc, us_object *o)
 		}
 		return false;
 	}
-	g = t.margin == UINT64_MAX ? US_CREDIT_MAX : min64(t.margin / 4, US_CREDIT_MAX);
+	g = t.margin == UINT64_MAX ? US_CREDIT_MAX : min_u64(t.margin / 4, US_CREDIT_MAX);
 	if (g < US_CREDIT_MIN || have >= (int64_t)(g / 2))
 		return have > 0;
 	for (a = d; a; a = a->parent) {
