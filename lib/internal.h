@@ -99,17 +99,19 @@
  *   12  writeback.c  collecting runs of dirty buffers and issuing them.
  *   13  commit.c     commit completions and losses; us_object_commit().
  *   14  object.c     objects.
- *   15  throttle.c   the throttle's model, memory.high, lock-free credit.
- *   16  policy.c     the commit policy; issuing what was collected.
- *   17  pressure.c   reclaim beyond eviction: writing back and committing
- *                    for a charge, its waits and when it gives up.
- *   18  domain.c     the domain API (creation, limits, statistics), names.
- *   19  buf.c        the buffer API and the dirtying's fast paths.
- *   20  sync.c       syncs.
- *   21  poll.c       the poll: writeback turns, samples, expiry.
- *   22  check.c      us_engine_check().
- *   23  flusher.c    the flusher threads.
- *   24  engine.c     the engine's set-up, parameters and end (shutdown
+ *   15  throttle.c   the throttle's model: pauses, gates, pace.
+ *   16  credit.c     the writer caches' lock-free credit.
+ *   17  policy.c     the commit policy; issuing what was collected.
+ *   18  pressure.c   reclaim beyond eviction: writing back and committing
+ *                    for a charge, its waits and when it gives up;
+ *                    memory.high.
+ *   19  domain.c     the domain API (creation, limits, statistics), names.
+ *   20  buf.c        the buffer API and the dirtying's fast paths.
+ *   21  sync.c       syncs.
+ *   22  poll.c       the poll: writeback turns, samples, expiry.
+ *   23  check.c      us_engine_check().
+ *   24  flusher.c    the flusher threads.
+ *   25  engine.c     the engine's set-up, parameters and end (shutdown
  *                    included); error names.
  */
 #ifndef US_INTERNAL_H
@@ -968,20 +970,38 @@ static inline uint64_t sat_add(uint64_t a, uint64_t b)
 	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-/* A generation number never handed out before in this process. */
+/* A generation number never handed out before in this process (lock.c). */
 uint64_t us__gen_next(void);
 
-/* Grants tc lock-free credit in o's domain when the chain is below freerun.
- * Needs only pinned + granted, which a drain does not change: the lock
- * need not have drained. Returns whether tc holds credit for o now. */
+/* credit.c: grants tc lock-free credit in o's domain when the chain is below
+ * freerun. Needs only pinned + granted, which a drain does not change: the
+ * lock need not have drained. Returns whether tc holds credit for o now. */
 bool us__credit_grant(struct us_tcache *tc, us_object *o);
-/* A charge by o left a domain above high: evict, reclaim, delay o. */
-void us__high_penalty(us_object *o, struct us_list *victims);
-/* Makes the credit of d's subtree unspendable (its caches give it back). */
-void us__credit_revoke(us_domain *d);
-/* After a charge, which shrinks the headroom of every domain under the
- * charged ancestors: revokes credit that no longer fits its thresholds. */
+/* credit.c: after a charge, which shrinks the headroom of every domain
+ * under the charged ancestors: revokes credit that no longer fits its
+ * thresholds. */
 void us__credit_police(us_engine *e);
+/* pressure.c: a charge by o left a domain above high: evict, reclaim,
+ * delay o. */
+void us__high_penalty(us_object *o, struct us_list *victims);
+/* counters.c: makes the credit of d's subtree unspendable (its caches give
+ * it back). */
+void us__credit_revoke(us_domain *d);
+
+/* throttle.c: what the model says of d's chain for a writer of wb (or of
+ * any context, wb NULL), for the credit: the smallest margin to a
+ * background threshold (bg - pinned - granted; UINT64_MAX: no limit), the
+ * smallest bg - pinned of the levels under another context's share
+ * (UINT64_MAX: none), and the topmost domain whose pinned + granted passed
+ * its threshold with credit out (NULL: none). */
+struct us_margins {
+	uint64_t margin, below;
+	us_domain *spent;
+};
+void us__throttle_margins(us_domain *d, struct us_wb *wb, struct us_margins *m);
+/* Whether o's writers are paced beside others of their context (the
+ * engine holds them, their ratelimit estimated). */
+bool us__pace_shared(const us_object *o);
 /* Why wb's data should be written back now (THROTTLE when its writers are
  * paused, BACKGROUND when over a background threshold), or -1. */
 int us__wb_reason(struct us_wb *wb);

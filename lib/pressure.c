@@ -320,3 +320,49 @@ int us__reclaim_step(us_object *o, uint64_t len, uint64_t *retry_ns)
 		*retry_ns = retry;
 	return rc;
 }
+
+/*
+ * MEMORY.HIGH. A charge that leaves a domain above its high limit evicts
+ * the domain's clean unreferenced buffers down to high, starts reclaim
+ * writeback and commits for the rest (as a charge at max does, without
+ * waiting), and earns the charging object a delay, returned with its next
+ * pause (us_buf_dirty(), us_object_balance()):
+ *
+ *     delay = HIGH_DELAY_MAX * min(1, (4 * overage / high)^2)
+ *
+ * with overage = charged - high after the charge, the largest on the chain:
+ * 5 % over high costs 80 ms, 10 % 320 ms, 25 % and more the cap of 2 s (as
+ * Linux caps memory.high throttling). Debts do not add up past the cap. The
+ * domain's lock-free credit is taken back so that the next dirtying, which
+ * returns the delay, takes the locked path.
+ */
+#define US_HIGH_DELAY_MAX (2 * US_SEC)
+
+void us__high_penalty(us_object *o, struct us_list *victims)
+{
+	uint64_t worst = 0;
+	us_domain *a;
+
+	for (a = o->domain; a; a = a->parent) {
+		double r, f;
+		uint64_t delay;
+
+		if (a->high == US_UNLIMITED || a->c.charged <= a->high)
+			continue;
+		a->ev[US_EV_HIGH_EVENTS]++;
+		(void)us__evict_to(a, a->high, victims); /* what it can */
+		if (a->c.charged <= a->high)
+			continue;
+		if (!a->reclaiming)
+			us__reclaim_mark(a, us__now(o->engine));
+		r = 4.0 * (double)(a->c.charged - a->high) / (double)(a->high ? a->high : 1);
+		f = r * r > 1.0 ? 1.0 : r * r;
+		delay = (uint64_t)((double)US_HIGH_DELAY_MAX * f);
+		if (delay > worst)
+			worst = delay;
+	}
+	if (!worst)
+		return;
+	o->high_debt_ns = min_u64(o->high_debt_ns + worst, US_HIGH_DELAY_MAX);
+	us__credit_revoke(o->domain);
+}
