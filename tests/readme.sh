@@ -12,9 +12,15 @@ readme=$src/README.md
 
 words() { tr -d '()\\' | tr ' \t' '\n\n' | sed '/^$/d' | LC_ALL=C sort; }
 
+# As root on a fresh machine: the package lists are fetched first, and no
+# sudo (a fresh Debian has none).
 want=$(sed -n '/^packages=(/,/)/p' "$ci" | sed 's/^packages=//' | words)
-have=$(sed -n '/apt-get install -y/,/^$/p' "$readme" | words |
-	grep -vx -e sudo -e apt-get -e install -e -y || true)
+if ! grep -q '^    apt-get update && apt-get install -y ' "$readme"; then
+	echo "readme: FAIL: no line '    apt-get update && apt-get install -y ...' (as root, no sudo)"
+	exit 1
+fi
+have=$(sed -n '/^    apt-get update && apt-get install -y /,/^$/p' "$readme" |
+	sed 's/^    apt-get update && apt-get install -y //' | words)
 if [[ -z $want ]]; then
 	echo "readme: FAIL: no packages=(...) list in $ci"
 	exit 1
