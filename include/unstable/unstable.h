@@ -714,8 +714,9 @@ US_EXPORT int us_sync_free(us_sync *s);
  * latest writeback error if the caller has not seen it yet through *since
  * (its cursor, from us_object_errseq()), which it moves forward: two
  * callers with their own cursors each see an error once.
- * Errors: -EINVAL (NULL), -EAGAIN (polled mode: use the non-blocking form),
- * -EDEADLK (inside a callback), -ENOMEM.
+ * Errors: -EINVAL (NULL), -EAGAIN (polled mode, first, inside a callback
+ * too: use the non-blocking form), -EDEADLK (threaded mode, inside a
+ * callback), -ENOMEM.
  */
 US_EXPORT int us_object_sync(us_object *o, uint64_t *since);
 US_EXPORT int us_domain_sync(us_domain *d);
@@ -838,7 +839,10 @@ US_EXPORT int us_buf_put(us_buf *b);
  * pause_ns NULL in threaded mode (the blocking form), the call itself
  * pauses, and at the dirty limit waits until the domain is back under it;
  * on a virtual clock it advances the clock instead of sleeping. It must not
- * block inside a callback: there it returns -EDEADLK instead. In polled
+ * block inside a callback: there, when it would take the locked path (a
+ * first dirtying without the thread's credit, a buffer not DIRTY), it
+ * returns -EDEADLK instead, without dirtying the buffer; a rewrite of a
+ * DIRTY buffer or a first dirtying covered by credit succeeds. In polled
  * mode a NULL pause_ns just discards the pause.
  *
  * pinned = dirty + writeback + unstable is compared, for the domain and
@@ -929,8 +933,11 @@ enum us_write_result {
  */
 US_EXPORT int us_buf_write_done(us_buf *b, enum us_write_result result, uint64_t seq, int err);
 
-/* Accessors. They read without locking: call them while holding a reference
- * or inside a callback that was handed the buffer. */
+/* Accessors: call them while holding a reference or inside a callback that
+ * was handed the buffer. us_buf_data(), us_buf_offset(), us_buf_length()
+ * and us_buf_object() read without locking (what they read never changes);
+ * us_buf_state(), us_buf_flags() and us_buf_commit_seq() take the engine
+ * lock, so not from an allocator hook or a custom clock. */
 US_EXPORT void *us_buf_data(const us_buf *b); /* NULL without payload */
 US_EXPORT uint64_t us_buf_offset(const us_buf *b);
 US_EXPORT uint64_t us_buf_length(const us_buf *b);
