@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# results.sh [--run] [--with-fuse] [--with-nfs] [--json DIR] [--out FILE] [BUILD_DIR]
+#
+# docs/results.md, the project's current results in one page, from the
+# benchmarks' JSON: the date, the machine, each command, each figure with
+# its peer and their ratio. With --run it first runs the benchmarks into the
+# JSON directory (default BUILD_DIR/results): the simulator's seeds (virtual
+# time), us-bench-hotpath, us-bench-sim-scale at 10,000 and 20,000
+# domains, and bench/contention-sweep (4 s of the bound per point; needs
+# python3); with --with-fuse bench/fuse-vs-kernel (root, /dev/fuse, a
+# memory cgroup; about 10 minutes) and with --with-nfs bench/nfs-vs-sync
+# (root, nfs-ganesha; about 10 minutes). Without --run it only writes the
+# page from the JSON already there (a part whose JSON is missing is listed
+# as not run). Needs jq. The page is written to --out (default
+# docs/results.md of the source tree); nothing else is.
+set -euo pipefail
+
+src=$(cd "$(dirname "$0")/.." && pwd)
+run=0 fuse=0 nfs=0 dir= out=$src/docs/results.md build=
+while (($#)); do
+	case $1 in
+	--run) run=1 ;;
+	--with-fuse) fuse=1 ;;
+	--with-nfs) nfs=1 ;;
+	--json) dir=$2; shift ;;
+	--out) out=$2; shift ;;
+	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-*) echo "results: unknown option $1" >&2; exit 2 ;;
+	*) build=$1 ;;
+	esac
+	shift
+done
+build=$(cd "${build:-$src/build}" && pwd)
+dir=${dir:-$build/results}
+command -v jq >/dev/null || { echo "results: needs jq (Debian: apt-get install jq)" >&2; exit 1; }
+mkdir -p "$dir"
+
+if ((run)); then
+	sim=$build/sim/unstable-sim
+	{
+		printf '{"date":"%s",' "$(date -u +%Y-%m-%dT%H:%MZ)"
+		printf '"cpu":"%s",' "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+		printf '"cores":%d,' "$(nproc)"
+		printf '"mem_gib":%.1f,' "$(awk '/^MemTotal/ { print $2 / 1048576 }' /proc/meminfo)"
+		printf '"kernel":"%s","commit":"%s"}\n' "$(uname -r)" \
+			"$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+	} >"$dir/machine.json"
+	echo "results: seeds" >&2
+	"$sim" --json --scenario seeds >"$dir/seeds.json"
+	echo "results: hot path" >&2
+	"$build/bench/us-bench-hotpath" >"$dir/hotpath.json"
+	echo "results: simulator scale" >&2
+	"$build/bench/us-bench-sim-scale" --sim "$sim" --domains 10000,20000 --max 1M --bytes 2M \
+		--bs 64K >"$dir/simscale.json"
+	if command -v python3 >/dev/null; then
+		echo "results: contention sweep" >&2
+		python3 "$src/bench/contention-sweep" --sim "$sim" --len 4 --json >"$dir/contention.json"
+	fi
+	if ((fuse)); then
+		echo "results: FUSE" >&2
+		"$src/bench/fuse-vs-kernel" --limits "5 60 300 2048" --rounds 3 "$build" >"$dir/fuse.json"
+	fi
+	if ((nfs)); then
+		echo "results: NFS" >&2
+		ROUNDS=3 "$src/bench/nfs-vs-sync" "$build" >"$dir/nfs.json"
+	fi
+fi
+
+have() { [[ -s $dir/$1.json ]]; }
+have machine || { echo "results: no $dir/machine.json: run with --run first" >&2; exit 1; }
+
+{
+	m=$dir/machine.json
+	echo "# Current results"
+	echo
+	echo "Written by \`bench/results.sh\` from the benchmarks' JSON; do not edit by hand (run"
+	echo "\`bench/results.sh --run [--with-fuse] [--with-nfs] build\` to measure again). Measured on"
+	jq -r '"\(.date) at commit \(.commit), on \(.cores) cores of \(.cpu), \(.mem_gib) GiB of memory, Linux \(.kernel)."' "$m"
+	echo "The simulator's figures are in virtual time and do not depend on the machine; the others do"
+	echo "(on this machine by up to a fifth from day to day): each is given beside the peer measured in"
+	echo "the same run."
+	echo
+
+	echo "## The seeds (virtual time)"
+	echo
+	if have seeds; then
+		echo "\`./build/sim/unstable-sim --scenario seeds --json\`: the published tables of Lustre's unstable"
+		echo "page accounting and of the Linux memcg writeback fix, reproduced ([simulator.md](simulator.md))."
+		echo
+		jq -rs '
+			[.[] | select(.kind == "writer" and .policy == "unstable")] as $w
+			| [$w[] | select(.scenario | startswith("lustre"))] as $l
+			| "| writer rows | with ENOMEM, OOM or bytes lost | Lustre rows: least ratio to ceiling | longest stall |",
+			  "|---|---|---|---|",
+			  "| \($w | length) | \([$w[] | select(.enomem > 0 or .oom > 0 or .lost_bytes > 0)] | length) | \([$l[] | .ratio_to_ceiling] | min) | \([$w[] | .max_stall_ms] | max) ms |"
+		' "$dir/seeds.json"
+	else
+		echo "Not in this run."
+	fi
+	echo
+
+	echo "## The hot path"
+	echo
+	if have hotpath; then
+		echo "\`./build/bench/us-bench-hotpath\`: \`us_buf_dirty()\` on its lock-free paths, against a 4 KiB"
+		echo "\`memcpy\` (the data a write copies anyway) in the same run ([performance.md](performance.md))."
+		echo
+		jq -r '
+			"| memcpy of 4 KiB | first dirtying, 1 thread | × memcpy (target ≤ 0.10) | rewrite of a DIRTY buffer | × memcpy (target ≤ 0.10) | 2 threads, separate domains | shared domain |",
+			"|---|---|---|---|---|---|---|",
+			"| \(.ns_memcpy_4k) ns | \(.ns_per_dirty_1t) ns | \(.ratio_1t) | \(.ns_per_redirty_1t) ns | \(.ratio_redirty_1t) | \(.scaling_2t_separate)× | \(.scaling_2t_shared)× |"
+		' "$dir/hotpath.json"
+	else
+		echo "Not in this run."
+	fi
+	echo
+
+	echo "## The simulator's cost"
+	echo
+	if have simscale; then
+		jq -r '"`./build/bench/us-bench-sim-scale --domains 10000,20000 --max 1M --bytes 2M --bs 64K` (`\(.command)`): CPU time and peak memory as the number of domains doubles (target: ≤ 2.2× from 10,000 to 20,000).", ""' "$dir/simscale.json"
+		jq -r '
+			"| domains | CPU s | peak RSS MiB | virtual s | CPU ns per writer-second |",
+			"|---|---|---|---|---|",
+			(.runs[] | "| \(.domains) | \(.cpu_s) | \(.peak_rss_mib) | \(.virtual_s) | \(.cpu_ns_per_writer_s) |"),
+			"",
+			(if (.runs | length) >= 2 then "20,000 / 10,000 domains: \((.runs[1].cpu_s / .runs[0].cpu_s * 100 | round) / 100)× the CPU time." else empty end)
+		' "$dir/simscale.json"
+	else
+		echo "Not in this run."
+	fi
+	echo
+
+	echo "## Writers contending in one domain (virtual time)"
+	echo
+	if have contention; then
+		jq -r '"`bench/contention-sweep --len \(.len_s) --json`: 2, 4, 16 and 64 writers of mixed blocks in one domain, commits of 1 ms to 4 s, max 2×, 10× and 100× bandwidth × commit latency (\(.of) points; [guide.md](guide.md#writers-that-contend)). Points meeting each target:", ""' "$dir/contention.json"
+		jq -r '
+			"| Jain ≥ 0.99 over the run | every 2 s window ≥ 0.99 | no stall over max(200 ms, 2C) | ≥ 0.9 of min(bw, max / 2C) | least Jain | longest stall over its target |",
+			"|---|---|---|---|---|---|",
+			"| \(.met.jain) of \(.of) | \(.met.windows) of \(.of) | \(.met.stalls) of \(.of) | \(.met.throughput) of \(.of) | \([.points[].jain] | min) | \([.points[] | .stall_s / .stall_target_s] | max * 100 | round / 100)× |"
+		' "$dir/contention.json"
+	else
+		echo "Not in this run."
+	fi
+	echo
+
+	echo "## unstable-fuse against its peers"
+	echo
+	if have fuse; then
+		echo "\`bench/fuse-vs-kernel --limits \"5 60 300 2048\" --rounds 3 build\` (root): dd of 1 GiB through"
+		echo "unstable-fuse at each limit, alternating with a FUSE passthrough without cache, the kernel's FUSE"
+		echo "writeback cache and the kernel's page cache (each in a memory cgroup of the limit), medians; then"
+		echo "fio and a tree copy at 60 MiB ([fuse.md](fuse.md))."
+		echo
+		jq -r '
+			"| limit MiB | unstable-fuse MB/s | passthrough | × | FUSE writeback cache | × | kernel | × | longest stall ms |",
+			"|---|---|---|---|---|---|---|---|---|",
+			(.runs[] | "| \(.limit_mib) | \(.fuse_mb_s) | \(.passthrough_mb_s) | \(.ratio_passthrough) | \(.fuse_writeback_mb_s) | \(.ratio_fuse_writeback) | \(.kernel_mb_s) | \(.ratio_kernel) | \(.max_stall_ms) |"),
+			"",
+			(if (.fio | length) > 0 then
+				"| fio at 60 MiB | unstable-fuse MB/s | passthrough | × | `passthrough_ll -o cache=never` | × | FUSE writeback cache | × (target ≥ 1.0) | kernel | × |",
+				"|---|---|---|---|---|---|---|---|---|---|",
+				(.fio[] | "| \(.rw) bs=\(.bs / 1024)K × \(.numjobs) | \(.fuse_mb_s) | \(.passthrough_mb_s) | \(.ratio_passthrough) | \(.passthrough_ll_never_mb_s) | \(.ratio_ll_never) | \(.fuse_writeback_mb_s) | \(.ratio_fuse_writeback) | \(.kernel_mb_s) | \(.ratio_kernel) |"),
+				""
+			else empty end),
+			(if .cp then
+				"| `cp -a \(.cp.src)` (\(.cp.entries) entries) + sync at 60 MiB | unstable-fuse s | `--close=sync` | `passthrough_ll -o cache=never` | `-o writeback` | kernel | × writeback (target ≤ 1.0) |",
+				"|---|---|---|---|---|---|---|",
+				"| seconds | \(.cp.fuse_s) | \(.cp.fuse_close_sync_s) | \(.cp.passthrough_ll_never_s) | \(.cp.passthrough_ll_writeback_s) | \(.cp.kernel_s) | \(.cp.ratio_fuse_writeback) |"
+			else empty end)
+		' "$dir/fuse.json"
+	else
+		echo "Not in this run: the latest figures, with their commands, are in [fuse.md](fuse.md#current-figures)."
+	fi
+	echo
+
+	echo "## unstable-fuse's NFS backend"
+	echo
+	if have nfs; then
+		echo "\`ROUNDS=3 bench/nfs-vs-sync build\` (root, nfs-ganesha): dd of 1 GiB through the NFS backend at"
+		echo "each limit, alternating with the same client without cache, nfs-cp and a raw WRITE3 stream, medians"
+		echo "([nfs.md](nfs.md))."
+		echo
+		jq -r '
+			"| limit MiB | NFS backend MB/s | × raw stream | × no cache | longest stall ms |",
+			"|---|---|---|---|---|",
+			(.runs[] | "| \(.limit_mib) | \(.fuse_nfs_mb_s) | \(.ratio_raw // "") | \(.ratio_nocache // "") | \(.max_stall_ms // "") |")
+		' "$dir/nfs.json"
+	else
+		echo "Not in this run: the latest figures, with their commands, are in [nfs.md](nfs.md)."
+	fi
+} >"$out.tmp"
+mv "$out.tmp" "$out"
+echo "results: wrote $out" >&2
