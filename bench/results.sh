@@ -42,6 +42,7 @@ if ((run)); then
 		printf '"cpu":"%s",' "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
 		printf '"cores":%d,' "$(nproc)"
 		printf '"mem_gib":%.1f,' "$(awk '/^MemTotal/ { print $2 / 1048576 }' /proc/meminfo)"
+		printf '"build_type":"%s",' "$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")"
 		printf '"kernel":"%s","commit":"%s"}\n' "$(uname -r)" \
 			"$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 	} >"$dir/machine.json"
@@ -75,7 +76,7 @@ have machine || { echo "results: no $dir/machine.json: run with --run first" >&2
 	echo
 	echo "Written by \`bench/results.sh\` from the benchmarks' JSON; do not edit by hand (run"
 	echo "\`bench/results.sh --run [--with-fuse] [--with-nfs] build\` to measure again). Measured on"
-	jq -r '"\(.date) at commit \(.commit), on \(.cores) cores of \(.cpu), \(.mem_gib) GiB of memory, Linux \(.kernel)."' "$m"
+	jq -r '"\(.date) at commit \(.commit) (a \(.build_type // "?") build), on \(.cores) cores of \(.cpu), \(.mem_gib) GiB of memory, Linux \(.kernel)."' "$m"
 	echo "The simulator's figures are in virtual time and do not depend on the machine; the others do"
 	echo "(on this machine by up to a fifth from day to day): each is given beside the peer measured in"
 	echo "the same run."
@@ -183,9 +184,15 @@ have machine || { echo "results: no $dir/machine.json: run with --run first" >&2
 		echo "([nfs.md](nfs.md))."
 		echo
 		jq -r '
-			"| limit MiB | NFS backend MB/s | × raw stream | × no cache | longest stall ms |",
-			"|---|---|---|---|---|",
-			(.runs[] | "| \(.limit_mib) | \(.fuse_nfs_mb_s) | \(.ratio_raw // "") | \(.ratio_nocache // "") | \(.max_stall_ms // "") |")
+			"Peers, the same for every limit: without cache \(.nocache_mb_s) MB/s, nfs-cp \(.nfs_cp_mb_s), the raw stream \(.raw_mb_s) (the server'"'"'s ceiling here).",
+			"",
+			"| limit MiB | NFS backend MB/s | × raw stream (target ≥ 0.8) | × no cache (≥ 2) | × kernel FUSE writeback cache (≥ 1.2) | longest stall ms |",
+			"|---|---|---|---|---|---|",
+			(.runs[] | "| \(.limit_mib) | \(.fuse_nfs_mb_s) | \(.ratio_raw // "") | \(.ratio_nocache // "") | \(.ratio_kernel_writeback // "OOM-killed") | \(.max_stall_ms // "") |"),
+			"",
+			(if .workloads.randwrite or .workloads.cp then "| workload at 60 MiB | NFS backend | without cache | ratio |", "|---|---|---|---|" else empty end),
+			(if .workloads.randwrite then "| fio randwrite 4 KiB, \(.workloads.randwrite.size_mib) MiB | \(.workloads.randwrite.fuse_mb_s) MB/s | \(.workloads.randwrite.nocache_mb_s) MB/s | \(.workloads.randwrite.ratio_nocache)× |" else empty end),
+			(if .workloads.cp then "| `cp -a \(.workloads.cp.src)` (\(.workloads.cp.entries) entries) + sync | \(.workloads.cp.fuse_s) s | \(.workloads.cp.nocache_s) s | \(.workloads.cp.ratio_nocache)× the time (target ≤ 0.5) |" else empty end)
 		' "$dir/nfs.json"
 	else
 		echo "Not in this run: the latest figures, with their commands, are in [nfs.md](nfs.md)."
