@@ -266,6 +266,46 @@ static char *absolute(const char *name)
 	return out;
 }
 
+/* libfuse's own options, but those init() sets whatever is given
+ * (attr_timeout: 0, so that stat sees the ctime link, unlink and rename
+ * set): the help must not offer them. libfuse prints to stdout; its text
+ * is caught and filtered (printed whole if it cannot be caught). */
+static void lib_help(struct fuse_args *fa)
+{
+	static const char *const forced[] = { "-o attr_timeout=", "-o use_ino", "-o hard_remove" };
+	FILE *out = stdout, *mem;
+	char *text = NULL, *line, *next;
+	size_t len = 0, i;
+
+	fflush(stdout);
+	mem = open_memstream(&text, &len);
+	if (!mem) {
+		fuse_lib_help(fa);
+		return;
+	}
+	stdout = mem;
+	fuse_lib_help(fa);
+	stdout = out;
+	if (fclose(mem) != 0 || !text) {
+		free(text);
+		fuse_lib_help(fa);
+		return;
+	}
+	for (line = text; *line; line = next) {
+		bool skip = false;
+
+		next = strchr(line, '\n');
+		next = next ? next + 1 : line + strlen(line);
+		for (i = 0; i < sizeof(forced) / sizeof(forced[0]); i++)
+			if (strstr(line, forced[i]) && strstr(line, forced[i]) - line < 8)
+				skip = true;
+		if (!skip)
+			fwrite(line, 1, (size_t)(next - line), stdout);
+	}
+	printf("    (attr_timeout is 0, use_ino on: set by unstable-fuse)\n");
+	free(text);
+}
+
 /* -h and -V: the text printed and the process ends (status 0); else
  * nothing. */
 static void help_or_version(const char *a, struct fuse_args *fa)
@@ -274,7 +314,7 @@ static void help_or_version(const char *a, struct fuse_args *fa)
 		/* Not fuse_cmdline_help(): it lists -h and -f again. */
 		usage(stdout);
 		printf("\nOther FUSE options:\n");
-		fuse_lib_help(fa);
+		lib_help(fa);
 		exit(0);
 	}
 	if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {

@@ -38,5 +38,13 @@ expect2 "$dir/b" "$dir/m" --stats ""
 expect2 "$dir/b" "$dir/m" --direct-writeback --buffered-writeback
 expect2 "$dir/b" "$dir/m" --bogus
 expect2 "$dir/b" "$dir/m" -o no_such_fuse_option
-"$UFS" --help >/dev/null || { echo "FAIL: --help" >&2; exit 1; }
+help=$("$UFS" --help) || { echo "FAIL: --help" >&2; exit 1; }
+# Options the daemon sets whatever is given are not offered.
+for forced in attr_timeout= use_ino hard_remove; do
+	if grep -qE "^ +-o $forced" <<<"$help"; then
+		echo "FAIL: --help offers -o $forced, which unstable-fuse sets itself" >&2
+		exit 1
+	fi
+done
+grep -q "ac_attr_timeout" <<<"$help" || { echo "FAIL: --help lost libfuse's other options" >&2; exit 1; }
 echo PASS
