@@ -171,17 +171,20 @@ END_TEST
  * without progress for longer than max(200 ms, 2C) while a sibling
  * progresses, and 0.9 of the bound; but with 1 ms commits at 2x, where each
  * commit's batch is a few blocks and a write's own latency (1 ms) pins the
- * data as long as the commit does, 0.52 to 0.63 of the bound (asserted:
- * 0.5), and 64 writers with 20 ms commits at 2x 0.85 (asserted: 0.8);
- * 16 writers with 20 ms commits at 2x are at the target's edge, 0.895 of
- * the bound over 4 s and 0.904 over 12 s (bench/contention-sweep), where
- * the start weighs less (asserted: 0.85; 0.90 to 0.91 while the lock-free
- * credit served writers the engine held).
+ * data as long as the commit does, 0.61 to 0.64 of the bound (asserted:
+ * 0.6; docs/guide.md says why 0.9 is out of reach there). 16 and 64
+ * writers with 20 ms commits at 2x had 0.895 and 0.832 (Jain 0.9882 over
+ * a window at 64) while writers the order alone held at a gate waited
+ * there below freerun, with room for many blocks: the queue let one go
+ * per look of its first waiter, and the link idled for 10 ms after one
+ * commit in three; 0.940 and 0.952 now. So had 64 writers with 1 ms
+ * commits at 2x, with less room: 0.52 of the bound and 0.9777 over a
+ * window (0.64 and 0.9992).
  * 2 writers with 4 s commits at 10x must not stall past 500 ms: they wait
  * for nothing while the first commit is in flight (its age sizes the
  * pipeline: 1.9 s stalls before). The Jain index over every window of 2 s
- * in which some writer progressed is 0.99 or more but at the three points
- * of window_open[] (docs/guide.md says why); a window in which none did
+ * in which some writer progressed is 0.99 or more but at the point of
+ * window_open[] (docs/guide.md says why); a window in which none did
  * is all stalls, which the stall bound covers. While the lock-free first
  * dirtying served writers that the engine held beside others of their
  * context, 16 writers with 1 s commits at 2x had 0.985 and 64 with 4 s
@@ -211,8 +214,6 @@ static const struct {
 	uint64_t clat_ms, mult;
 } window_open[] = {
 	{ 4, 1, 10 },
-	{ 64, 1, 2 },
-	{ 64, 20, 2 },
 };
 
 #define GRID_POINTS 60
@@ -239,11 +240,7 @@ START_TEST(test_writers_share)
 		bound = (double)bw;
 	/* Not met yet at these (see above). */
 	if (clat_ms == 1 && mult == 2)
-		floor = 0.5;
-	else if (n == 16 && clat_ms == 20 && mult == 2)
-		floor = 0.85;
-	else if (n == 64 && clat_ms == 20 && mult == 2)
-		floor = 0.8;
+		floor = 0.6;
 	total = (uint64_t)((double)len * bound);
 	if (total < 2 * max)
 		total = 2 * max;
