@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# results.sh [--run] [--with-fuse] [--with-nfs] [--json DIR] [--out FILE] [BUILD_DIR]
+# results.sh [--run] [--with-fuse] [--with-nfs] [--only PARTS] [--json DIR] [--out FILE] [BUILD_DIR]
 #
 # docs/results.md, the project's current results in one page, from the
 # benchmarks' JSON: the date, the machine, each command, each figure with
@@ -11,20 +11,24 @@
 # memory cgroup; about 10 minutes) and with --with-nfs bench/nfs-vs-sync
 # (root, nfs-ganesha; about 10 minutes). Without --run it only writes the
 # page from the JSON already there (a part whose JSON is missing is listed
-# as not run). Needs jq. The page is written to --out (default
+# as not run). Each part records when and at which commit it ran, and the
+# page gives that under its heading; --only "seeds hotpath simscale
+# contention fuse nfs" (any of them) runs those parts alone and keeps the
+# others' JSON. Needs jq. The page is written to --out (default
 # docs/results.md of the source tree); nothing else is.
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
-run=0 fuse=0 nfs=0 dir= out=$src/docs/results.md build=
+run=0 fuse=0 nfs=0 dir= out=$src/docs/results.md build= only=
 while (($#)); do
 	case $1 in
 	--run) run=1 ;;
 	--with-fuse) fuse=1 ;;
 	--with-nfs) nfs=1 ;;
+	--only) only=" $2 "; run=1; shift ;;
 	--json) dir=$2; shift ;;
 	--out) out=$2; shift ;;
-	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "results: unknown option $1" >&2; exit 2 ;;
 	*) build=$1 ;;
 	esac
@@ -34,6 +38,21 @@ build=$(cd "${build:-$src/build}" && pwd)
 dir=${dir:-$build/results}
 command -v jq >/dev/null || { echo "results: needs jq (Debian: apt-get install jq)" >&2; exit 1; }
 mkdir -p "$dir"
+
+# part NAME: whether this run measures NAME (then its when-file is written).
+part() {
+	if [[ -n $only ]]; then
+		[[ $only == *" $1 "* ]] || return 1
+	else
+		case $1 in
+		fuse) ((fuse)) || return 1 ;;
+		nfs) ((nfs)) || return 1 ;;
+		esac
+	fi
+	echo "results: $1" >&2
+	printf '%s at commit %s\n' "$(date -u +%Y-%m-%dT%H:%MZ)" \
+		"$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)" >"$dir/$1.when"
+}
 
 if ((run)); then
 	sim=$build/sim/unstable-sim
@@ -46,26 +65,34 @@ if ((run)); then
 		printf '"kernel":"%s","commit":"%s"}\n' "$(uname -r)" \
 			"$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 	} >"$dir/machine.json"
-	echo "results: seeds" >&2
-	"$sim" --json --scenario seeds >"$dir/seeds.json"
-	echo "results: hot path" >&2
-	"$build/bench/us-bench-hotpath" >"$dir/hotpath.json"
-	echo "results: simulator scale" >&2
-	"$build/bench/us-bench-sim-scale" --sim "$sim" --domains 10000,20000 --max 1M --bytes 2M \
-		--bs 64K >"$dir/simscale.json"
-	if command -v python3 >/dev/null; then
-		echo "results: contention sweep" >&2
+	if part seeds; then
+		"$sim" --json --scenario seeds >"$dir/seeds.json"
+	fi
+	if part hotpath; then
+		"$build/bench/us-bench-hotpath" >"$dir/hotpath.json"
+	fi
+	if part simscale; then
+		"$build/bench/us-bench-sim-scale" --sim "$sim" --domains 10000,20000 --max 1M --bytes 2M \
+			--bs 64K >"$dir/simscale.json"
+	fi
+	if command -v python3 >/dev/null && part contention; then
 		python3 "$src/bench/contention-sweep" --sim "$sim" --len 4 --json >"$dir/contention.json"
 	fi
-	if ((fuse)); then
-		echo "results: FUSE" >&2
+	if part fuse; then
 		"$src/bench/fuse-vs-kernel" --limits "5 60 300 2048" --rounds 3 "$build" >"$dir/fuse.json"
 	fi
-	if ((nfs)); then
-		echo "results: NFS" >&2
+	if part nfs; then
 		ROUNDS=3 "$src/bench/nfs-vs-sync" "$build" >"$dir/nfs.json"
 	fi
 fi
+
+# when NAME: the line saying when NAME's figures were measured.
+when() {
+	if [[ -s $dir/$1.when ]]; then
+		echo "Measured $(<"$dir/$1.when")."
+		echo
+	fi
+}
 
 have() { [[ -s $dir/$1.json ]]; }
 have machine || { echo "results: no $dir/machine.json: run with --run first" >&2; exit 1; }
@@ -75,7 +102,7 @@ have machine || { echo "results: no $dir/machine.json: run with --run first" >&2
 	echo "# Current results"
 	echo
 	echo "Written by \`bench/results.sh\` from the benchmarks' JSON; do not edit by hand (run"
-	echo "\`bench/results.sh --run [--with-fuse] [--with-nfs] build\` to measure again). Measured on"
+	echo "\`bench/results.sh --run [--with-fuse] [--with-nfs] build\` to measure again). Last run on"
 	jq -r '"\(.date) at commit \(.commit) (a \(.build_type // "?") build), on \(.cores) cores of \(.cpu), \(.mem_gib) GiB of memory, Linux \(.kernel)."' "$m"
 	echo "The simulator's figures are in virtual time and do not depend on the machine; the others do"
 	echo "(on this machine by up to a fifth from day to day): each is given beside the peer measured in"
@@ -84,6 +111,7 @@ have machine || { echo "results: no $dir/machine.json: run with --run first" >&2
 
 	echo "## The seeds (virtual time)"
 	echo
+	when seeds
 	if have seeds; then
 		echo "\`./build/sim/unstable-sim --scenario seeds --json\`: the published tables of Lustre's unstable"
 		echo "page accounting and of the Linux memcg writeback fix, reproduced ([simulator.md](simulator.md))."
@@ -102,6 +130,7 @@ have machine || { echo "results: no $dir/machine.json: run with --run first" >&2
 
 	echo "## The hot path"
 	echo
+	when hotpath
 	if have hotpath; then
 		echo "\`./build/bench/us-bench-hotpath\`: \`us_buf_dirty()\` on its lock-free paths, against a 4 KiB"
 		echo "\`memcpy\` (the data a write copies anyway) in the same run ([performance.md](performance.md))."
@@ -118,6 +147,7 @@ have machine || { echo "results: no $dir/machine.json: run with --run first" >&2
 
 	echo "## The simulator's cost"
 	echo
+	when simscale
 	if have simscale; then
 		jq -r '"`./build/bench/us-bench-sim-scale --domains 10000,20000 --max 1M --bytes 2M --bs 64K` (`\(.command)`): CPU time and peak memory as the number of domains doubles (target: ≤ 2.2× from 10,000 to 20,000).", ""' "$dir/simscale.json"
 		jq -r '
@@ -134,6 +164,7 @@ have machine || { echo "results: no $dir/machine.json: run with --run first" >&2
 
 	echo "## Writers contending in one domain (virtual time)"
 	echo
+	when contention
 	if have contention; then
 		jq -r '"`bench/contention-sweep --len \(.len_s) --json`: 2, 4, 16 and 64 writers of mixed blocks in one domain, commits of 1 ms to 4 s, max 2×, 10× and 100× bandwidth × commit latency (\(.of) points; [guide.md](guide.md#writers-that-contend)). Points meeting each target:", ""' "$dir/contention.json"
 		jq -r '
@@ -148,6 +179,7 @@ have machine || { echo "results: no $dir/machine.json: run with --run first" >&2
 
 	echo "## unstable-fuse against its peers"
 	echo
+	when fuse
 	if have fuse; then
 		echo "\`bench/fuse-vs-kernel --limits \"5 60 300 2048\" --rounds 3 build\` (root): dd of 1 GiB through"
 		echo "unstable-fuse at each limit, alternating with a FUSE passthrough without cache, the kernel's FUSE"
@@ -178,6 +210,7 @@ have machine || { echo "results: no $dir/machine.json: run with --run first" >&2
 
 	echo "## unstable-fuse's NFS backend"
 	echo
+	when nfs
 	if have nfs; then
 		echo "\`ROUNDS=3 bench/nfs-vs-sync build\` (root, nfs-ganesha): dd of 1 GiB through the NFS backend at"
 		echo "each limit, alternating with the same client without cache, nfs-cp and a raw WRITE3 stream, medians"
