@@ -165,11 +165,25 @@ struct lnfs_fh {
 #define WC_HDR_MAX 512	    /* a WRITE3 call's bytes before its data */
 #define WC_RBUF (UFS_RPC_RECORD_MAX + 4) /* received bytes: a whole fragment fits */
 
+/* A raw NFS3 file handle. */
+struct nb_fh {
+	unsigned len;
+	char data[NFS3_FHSIZE];
+};
+
+/* The handle cache's slots (handles.c), under ac_lock. */
+#define NB_FH_SLOTS 4096
+
+struct nb_fh_ent {
+	char *path; /* NULL: free */
+	struct nb_fh fh;
+	uint64_t until_ns;
+};
+
 struct ufs_bfile {
 	char *path;	    /* absolute in the export, as opened */
-	struct nfsfh *nfh;  /* files: open on the namespace context */
-	struct nfsdir *dir; /* directories */
-	char fh[NFS3_FHSIZE];
+	struct nfsdir *dir; /* directories (fhlen 0) */
+	char fh[NFS3_FHSIZE]; /* files: the handle, for every call on them */
 	unsigned fhlen;
 	unsigned inflight; /* data RPCs in flight or waiting to be resent; under nb->lock */
 	unsigned wslots;   /* WRITE3s on the write connection (nfsb_wc_slot); under nb->lock */
@@ -228,6 +242,8 @@ struct nb {
 
 	pthread_mutex_t ns_lock;
 	struct nfs_context *ns;
+	struct nb_fh root;	  /* the export's root */
+	struct nb_fh_ent *fhc;	  /* the handle cache (handles.c), under ac_lock */
 	/* The attribute cache (below): its slots, generation, lifetime. */
 	pthread_mutex_t ac_lock;
 	struct ac_ent *ac;
@@ -271,7 +287,7 @@ struct nb {
 	/* statistics (atomic: the stats thread reads them) */
 	atomic_uint_fast64_t writes, write_bytes, stable_replies, commits, verf_changes, lost_bufs,
 		reconnects, write_errors, commit_errors, reads, outage_ms, outage_last_ms,
-		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses;
+		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses, ns_rpcs;
 	struct timespec down_since;
 };
 
@@ -333,5 +349,19 @@ void nfsb_drain(struct ufs *fs, struct ufs_bfile *f);
 /* namespace.c */
 void nfsb_ac_forget(struct nb *nb, const char *path);
 void nfsb_ac_clear(struct nb *nb);
+
+/* handles.c */
+int nfsb_fh_root(struct nb *nb);
+bool nfsb_fh_get_locked(struct nb *nb, const char *path, size_t len, struct nb_fh *fh);
+void nfsb_fh_forget(struct nb *nb, const char *path);
+void nfsb_fh_clear(struct nb *nb);
+void nfsb_st_from_fattr(struct stat *st, const fattr3 *a);
+int nfsb_resolve(struct nb *nb, const char *path, struct nb_fh *fh, struct stat *st,
+		 bool *have_st);
+int nfsb_getattr(struct nb *nb, const struct nb_fh *fh, struct stat *st);
+int nfsb_setattr(struct nb *nb, const struct nb_fh *fh, const sattr3 *sa, struct stat *st,
+		 bool *have_st);
+int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
+	      struct nb_fh *fh, struct stat *st, bool *have_st);
 
 #endif /* UFS_NFS_H */
