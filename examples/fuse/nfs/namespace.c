@@ -26,10 +26,10 @@ static char *abs_path(const char *rel)
 
 /*
  * The attribute cache. With the kernel asking for every attribute
- * (attr_timeout 0, fs.c) and libnfs walking each path from the export's
- * root, a stat through NFS is a round trip per path component: a copy of
- * 792 files and directories (cp -a /usr/include/linux) made 8,472 path
- * stats, 11 per file, most of them of a name looked at a moment before. So
+ * (attr_timeout 0, fs.c), a copy of 792 files and directories (cp -a
+ * /usr/include/linux) made 8,472 path stats, 11 per file, most of them of
+ * a name looked at a moment before (each a round trip per path component
+ * when libnfs walked every path). So
  * an lstat or stat by path is answered from here for up to --attr-cache
  * (default 1 s, like the Linux NFS client's attribute cache, whose shortest
  * is 3 s), and a name found missing too. What this client changes it
@@ -38,7 +38,10 @@ static char *abs_path(const char *rel)
  * the same file), a file's name when a write of its data is answered. A
  * change made by another client shows after the lifetime at most, as with
  * NFS's own attribute cache. An answer that raced a change (the cache's
- * generation moved while it was asked) is not kept.
+ * generation moved while it was asked) is not kept. The attributes a
+ * CREATE3, MKDIR3 or SETATTR3 answers with are kept for the name it was
+ * made on; a file's stat by its handle (fstat) is answered from its path's
+ * entry while the handle cache says the path still names it.
  */
 static uint64_t mono_ns(void)
 {

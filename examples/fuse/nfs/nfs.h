@@ -13,10 +13,10 @@
  * commit (engine.c) with client locks of ranks 1 to 3 held at most.
  *
  *    7 nb->ns_lock    UFS_RANK_NFS_NS: the namespace context, across each of
- *                     its synchronous calls (namespace.c; mount.c's attach
- *                     and detach use it alone, before and after every other
- *                     thread). The calls that change names take ac_lock
- *                     under it.
+ *                     its synchronous calls (namespace.c, handles.c;
+ *                     mount.c's attach and detach use it alone, before and
+ *                     after every other thread). The calls take ac_lock
+ *                     under it (the caches).
  *    8 nb->send_lock  UFS_RANK_NFS_SEND: the write connection's socket,
  *                     across a WRITE3's sendmsg() (conn.c nfsb_wc_send(),
  *                     with the inode's data_lock held shared, lock not held);
@@ -26,22 +26,25 @@
  *                     requests in flight and the write connection's queue;
  *                     held across rpc_service() and the parsing of write
  *                     replies, whose callbacks take no other lock.
- *   10 nb->ac_lock    UFS_RANK_NFS_AC: the attribute cache (namespace.c; a
- *                     leaf).
+ *   10 nb->ac_lock    UFS_RANK_NFS_AC: the attribute cache (namespace.c) and
+ *                     the handle cache (handles.c); a leaf.
  *
  * TWO CONTEXTS AND A CONNECTION
  *
- *   ns    the namespace: libnfs's synchronous high-level calls (stat, open,
- *         create, unlink, rename, readdir, setattr...), one at a time under
- *         ns_lock (a libnfs context is not thread-safe). libnfs reconnects
- *         it by itself.
+ *   ns    the namespace, one call at a time under ns_lock (a libnfs context
+ *         is not thread-safe): raw LOOKUP3, GETATTR3, SETATTR3, CREATE3 and
+ *         MKDIR3 on handles (handles.c: a path resolved from the handle
+ *         cache, a LOOKUP3 per component it lacks), and libnfs's
+ *         synchronous calls by path for the rest (unlink, rename, link,
+ *         symlink, readdir, readlink, statfs...). libnfs reconnects it by
+ *         itself.
  *   data  raw async COMMIT3, READ3 and --no-cache WRITE3 FILE_SYNC on the
  *         RPC context of a second mount, owned by one service thread that
  *         polls its socket (rpc_which_events/rpc_service). Every call on it
  *         is made under lock, by the service thread or by a thread queueing
  *         a request (which then wakes the service thread through a pipe).
- *         Its file handles are the raw NFS handles (nfs_get_fh() of the
- *         namespace's open files), valid on any connection.
+ *         Its file handles are the raw NFS handles of the namespace's
+ *         files, valid on any connection.
  *   write the engine's WRITE3 UNSTABLE calls: a TCP connection of our own
  *         to the same NFS port, our own ONC RPC encoding, sent by the
  *         flushing thread straight from the chunks (no copy in user space),
@@ -104,6 +107,7 @@
  *   engine.c     the engine's callbacks: flush, commit, drain
  *   namespace.c  the files and names (open, stat, setattr, readdir,
  *                rename...), the attribute cache, the backend's table
+ *   handles.c    the handle cache and the namespace's raw calls
  *
  * SPDX-License-Identifier: MIT
  */
