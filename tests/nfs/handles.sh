@@ -16,6 +16,9 @@ m=$WORK/mnt o=$WORK/other
 
 mkdir -p "$m/d/e"
 echo one >"$m/d/e/f"
+# Committed before the other client removes it (a commit of a file removed
+# meanwhile is refused as stale, and retried).
+sync "$m/d/e/f"
 [[ $(cat "$m/d/e/f") == one ]] || fail "d/e/f through the mount"
 [[ $(cat "$o/d/e/f") == one ]] || fail "d/e/f through the other client"
 

@@ -45,9 +45,9 @@ struct ns_wait {
 	enum ns_proc proc;
 	bool done;
 	int rc; /* 0 or a negative errno */
-	bool have_fh, have_attr;
+	bool have_fh, have_attr, have_dir_attr;
 	struct nb_fh fh;
-	fattr3 attr;
+	fattr3 attr, dir_attr; /* the object's; its directory's after the call */
 };
 
 static void take_fh(struct ns_wait *w, const post_op_fh3 *p)
@@ -64,6 +64,14 @@ static void take_attr(struct ns_wait *w, const post_op_attr *a)
 	if (a->attributes_follow) {
 		w->attr = a->post_op_attr_u.attributes;
 		w->have_attr = true;
+	}
+}
+
+static void take_dir_attr(struct ns_wait *w, const post_op_attr *a)
+{
+	if (a->attributes_follow) {
+		w->dir_attr = a->post_op_attr_u.attributes;
+		w->have_dir_attr = true;
 	}
 }
 
@@ -108,10 +116,12 @@ static void ns_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 	case NS_CREATE:
 		take_fh(w, &((CREATE3res *)data)->CREATE3res_u.resok.obj);
 		take_attr(w, &((CREATE3res *)data)->CREATE3res_u.resok.obj_attributes);
+		take_dir_attr(w, &((CREATE3res *)data)->CREATE3res_u.resok.dir_wcc.after);
 		break;
 	case NS_MKDIR:
 		take_fh(w, &((MKDIR3res *)data)->MKDIR3res_u.resok.obj);
 		take_attr(w, &((MKDIR3res *)data)->MKDIR3res_u.resok.obj_attributes);
+		take_dir_attr(w, &((MKDIR3res *)data)->MKDIR3res_u.resok.dir_wcc.after);
 		break;
 	}
 }
@@ -457,11 +467,11 @@ static int parent_of(struct nb *nb, const char *path, struct nb_fh *dir, char *n
 /*
  * CREATE3 (GUARDED when excl: EEXIST if the name is taken; else
  * UNCHECKED) or MKDIR3 of path with mode, in one call: the handle (into fh,
- * cached) and the attributes (*st, *have_st) of what was made. Under
- * ns_lock.
+ * cached) and the attributes (*st, *have_st) of what was made, and those
+ * of its directory after it (*pst, *have_pst). Under ns_lock.
  */
 int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
-	      struct nb_fh *fh, struct stat *st, bool *have_st)
+	      struct nb_fh *fh, struct stat *st, bool *have_st, struct stat *pst, bool *have_pst)
 {
 	struct nb_fh parent;
 	char name[NAME_MAX + 1];
@@ -469,7 +479,7 @@ int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
 	sattr3 sa;
 	int rc;
 
-	*have_st = false;
+	*have_st = *have_pst = false;
 	if ((rc = parent_of(nb, path, &parent, name)))
 		return rc;
 	if (!(w = ns_new(dir ? NS_MKDIR : NS_CREATE)))
@@ -500,6 +510,10 @@ int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
 	if (rc == 0 && w->have_attr) {
 		nfsb_st_from_fattr(st, &w->attr);
 		*have_st = true;
+	}
+	if (rc == 0 && w->have_dir_attr) {
+		nfsb_st_from_fattr(pst, &w->dir_attr);
+		*have_pst = true;
 	}
 	if (rc == 0 && w->have_fh) {
 		*fh = w->fh;

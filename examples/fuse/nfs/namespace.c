@@ -33,9 +33,10 @@ static char *abs_path(const char *rel)
  * an lstat or stat by path is answered from here for up to --attr-cache
  * (default 1 s, like the Linux NFS client's attribute cache, whose shortest
  * is 3 s), and a name found missing too. What this client changes it
- * forgets at once: a name and its parent after a call that makes, removes
- * or changes it, everything after a rename, link or unlink (other names of
- * the same file), a file's name when a write of its data is answered. A
+ * forgets at once: a name and its parent after a call that makes or
+ * removes it, a name after a SETATTR3 of it (its directory did not
+ * change), everything after a rename, link or unlink (other names of the
+ * same file), a file's name when a write of its data is answered. A
  * change made by another client shows after the lifetime at most, as with
  * NFS's own attribute cache. An answer that raced a change (the cache's
  * generation moved while it was asked) is not kept. The attributes a
@@ -145,6 +146,18 @@ void nfsb_ac_forget(struct nb *nb, const char *path)
 	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
 }
 
+/* Forgets what is cached of a file's path, not of its directory: after a
+ * write of its data, which changes the file alone. */
+void nfsb_ac_forget_file(struct nb *nb, const char *path)
+{
+	if (!nb->ac)
+		return;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	nb->ac_gen++;
+	ac_drop(nb, path);
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+}
+
 /* Forgets everything. */
 void nfsb_ac_clear(struct nb *nb)
 {
@@ -173,61 +186,66 @@ static uint64_t ac_gen_now(struct nb *nb)
 	return gen;
 }
 
+/* Under ac_lock: st is path's answer, followed or not (a symbolic link's
+ * only when not followed). */
+static void ac_set_locked(struct nb *nb, const char *path, const struct stat *st)
+{
+	for (int follow = 0; follow < 2; follow++) {
+		struct ac_ent *e;
+		char *copy;
+
+		if (follow && S_ISLNK(st->st_mode))
+			break;
+		if (!(copy = strdup(path)))
+			return;
+		e = &nb->ac[ac_slot(path, follow)];
+		free(e->path);
+		e->path = copy;
+		e->follow = follow;
+		e->rc = 0;
+		e->st = *st;
+		e->until_ns = mono_ns() + nb->ac_ttl_ns;
+	}
+}
+
 /*
- * After a call that changed path: forgets path and its parent, as
- * nfsb_ac_forget(), then keeps st (if not NULL), the attributes the reply
- * gave, for path unless the cache changed since gen (a write answered
+ * After a call that changed path: forgets path, and its parent if it made
+ * path (a SETATTR3 changes the file alone), then keeps st and pst (if not NULL), the attributes the
+ * reply gave of path and of its parent directory, unless the cache changed since gen (a write answered
  * meanwhile: st may be older than it). Whether the cache changed only by
  * this forgetting (st, if given, then kept); *now then holds the
  * generation st is current at.
  */
-static bool ac_forget_put(struct nb *nb, const char *path, const struct stat *st, uint64_t gen,
-			  uint64_t *now)
+static bool ac_forget_put(struct nb *nb, const char *path, bool made, const struct stat *st,
+			  const struct stat *pst, uint64_t gen, uint64_t *now)
 {
 	bool keep;
-	char *a = NULL, *b = NULL;
 
 	if (!nb->ac)
 		return false;
-	if (st) {
-		a = strdup(path);
-		b = strdup(path);
-		if (!a || !b) {
-			free(a);
-			free(b);
-			a = b = NULL;
-			st = NULL;
-		}
-	}
-	nfsb_ac_forget(nb, path);
+	if (made)
+		nfsb_ac_forget(nb, path);
+	else
+		nfsb_ac_forget_file(nb, path);
 	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
-	/* (nfsb_ac_forget() moved it by one) */
+	/* (the forgetting moved it by one) */
 	keep = nb->ac_gen == gen + 1;
 	if (keep)
 		*now = nb->ac_gen;
-	if (keep && st) {
-		for (int follow = 0; follow < 2; follow++) {
-			struct ac_ent *e;
+	if (keep && st)
+		ac_set_locked(nb, path, st);
+	if (keep && pst) {
+		const char *slash = strrchr(path, '/');
+		char parent[PATH_MAX];
+		size_t n = slash == path ? 1 : (size_t)(slash - path);
 
-			if (follow && S_ISLNK(st->st_mode))
-				break;
-			e = &nb->ac[ac_slot(path, follow)];
-			free(e->path);
-			e->path = follow ? b : a;
-			e->follow = follow;
-			e->rc = 0;
-			e->st = *st;
-			e->until_ns = mono_ns() + nb->ac_ttl_ns;
+		if (slash && n < sizeof(parent)) {
+			memcpy(parent, path, n);
+			parent[n] = '\0';
+			ac_set_locked(nb, parent, pst);
 		}
-		if (S_ISLNK(st->st_mode)) {
-			free(b);
-			b = NULL;
-		}
-		a = b = NULL;
 	}
 	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
-	free(a);
-	free(b);
 	return keep;
 }
 
@@ -357,15 +375,17 @@ static int open_path(struct nb *nb, struct ufs_bfile *f, int flags, mode_t mode)
 {
 	uint64_t gen = ac_gen_now(nb), now = 0;
 	struct nb_fh fh;
-	struct stat st;
-	bool have = false;
+	struct stat st, pst;
+	bool have = false, have_pst = false;
 	int rc;
 
 	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	if (flags & O_CREAT) {
 		WITH_HANDLE(nb, rc,
-			    nfsb_make(nb, f->path, false, flags & O_EXCL, mode, &fh, &st, &have));
-		ac_forget_put(nb, f->path, rc == 0 && have ? &st : NULL, gen, &now);
+			    nfsb_make(nb, f->path, false, flags & O_EXCL, mode, &fh, &st, &have,
+				      &pst, &have_pst));
+		ac_forget_put(nb, f->path, true, rc == 0 && have ? &st : NULL,
+			      rc == 0 && have_pst ? &pst : NULL, gen, &now);
 	} else {
 		WITH_HANDLE(nb, rc, nfsb_resolve(nb, f->path, &fh, &st, &have));
 	}
@@ -501,7 +521,7 @@ static ssize_t nfs_pwrite_file(struct ufs *fs, struct ufs_bfile *f, const void *
 		int rc = nfsb_req_wait(nb, &r);
 
 		if (rc) {
-			nfsb_ac_forget(nb, f->path);
+			nfsb_ac_forget_file(nb, f->path);
 			return done ? (ssize_t)done : rc;
 		}
 		atomic_fetch_add(&nb->writes, 1);
@@ -510,7 +530,7 @@ static ssize_t nfs_pwrite_file(struct ufs *fs, struct ufs_bfile *f, const void *
 			atomic_fetch_add(&nb->stable_replies, 1);
 		done += r.count;
 	}
-	nfsb_ac_forget(nb, f->path);
+	nfsb_ac_forget_file(nb, f->path);
 	return (ssize_t)done;
 }
 
@@ -553,10 +573,11 @@ static int setattr_of(struct nb *nb, struct ufs_bfile *f, const char *p, const s
 	if (f && f->fhlen) {
 		/* Its path's attributes replaced only while its path names
 		 * it (it may have been renamed since it was opened). */
-		if (ac_forget_put(nb, f->path, NULL, gen, &now) && rc == 0 && have)
+		if (ac_forget_put(nb, f->path, false, NULL, NULL, gen, &now) && rc == 0 && have)
 			ac_put_file(nb, f, &st, now);
 	} else {
-		ac_forget_put(nb, f ? f->path : p, rc == 0 && have ? &st : NULL, gen, &now);
+		ac_forget_put(nb, f ? f->path : p, false, rc == 0 && have ? &st : NULL, NULL, gen,
+			      &now);
 	}
 	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	return rc;
@@ -813,15 +834,16 @@ static int nfs_mkdir_path(struct ufs *fs, const char *rel, mode_t mode)
 	struct nb *nb = nb_of(fs);
 	uint64_t gen = ac_gen_now(nb), now;
 	struct nb_fh fh;
-	struct stat st;
-	bool have = false;
+	struct stat st, pst;
+	bool have = false, have_pst = false;
 	int rc;
 
 	if (!p)
 		return -ENOMEM;
 	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
-	WITH_HANDLE(nb, rc, nfsb_make(nb, p, true, true, mode, &fh, &st, &have));
-	ac_forget_put(nb, p, rc == 0 && have ? &st : NULL, gen, &now);
+	WITH_HANDLE(nb, rc, nfsb_make(nb, p, true, true, mode, &fh, &st, &have, &pst, &have_pst));
+	ac_forget_put(nb, p, true, rc == 0 && have ? &st : NULL, rc == 0 && have_pst ? &pst : NULL,
+		      gen, &now);
 	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	free(p);
 	return rc;

@@ -352,6 +352,7 @@ void nfsb_drain(struct ufs *fs, struct ufs_bfile *f);
 
 /* namespace.c */
 void nfsb_ac_forget(struct nb *nb, const char *path);
+void nfsb_ac_forget_file(struct nb *nb, const char *path);
 void nfsb_ac_clear(struct nb *nb);
 
 /* handles.c */
@@ -366,6 +367,6 @@ int nfsb_getattr(struct nb *nb, const struct nb_fh *fh, struct stat *st);
 int nfsb_setattr(struct nb *nb, const struct nb_fh *fh, const sattr3 *sa, struct stat *st,
 		 bool *have_st);
 int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
-	      struct nb_fh *fh, struct stat *st, bool *have_st);
+	      struct nb_fh *fh, struct stat *st, bool *have_st, struct stat *pst, bool *have_pst);
 
 #endif /* UFS_NFS_H */
