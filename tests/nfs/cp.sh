@@ -4,7 +4,7 @@
 # mount through a 16 MiB max, diff -r against the source through the mount;
 # then unmount and check the export on the server's side: the same content,
 # and the same modes, link counts and modification times (to the second:
-# NFSv3 SETATTR through libnfs carries microseconds; not of symlinks).
+# not of symlinks).
 source "$(dirname "$0")/common.sh"
 
 src=$WORK/src

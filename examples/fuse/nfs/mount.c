@@ -231,6 +231,10 @@ int nfsb_attach(struct ufs *fs, const char *target)
 		fprintf(stderr, "unstable-fuse: pipe: %s\n", strerror(errno));
 		goto fail;
 	}
+	if (nfsb_fh_root(nb) != 0) {
+		fprintf(stderr, "unstable-fuse: %s: no handle for the export's root\n", target);
+		goto fail;
+	}
 	nb->name_max = server_name_max(nb);
 	nb->up = true;
 	return 0;
@@ -247,6 +251,7 @@ fail:
 	free(nb->export);
 	free(nb->url);
 	free(nb->ac); /* (empty: nothing was looked up yet) */
+	free(nb->fhc);
 	free(nb);
 	fs->be_priv = NULL;
 	return -EHOSTUNREACH;
@@ -309,6 +314,8 @@ void nfsb_detach(struct ufs *fs)
 	}
 	nfsb_ac_clear(nb);
 	free(nb->ac);
+	nfsb_fh_clear(nb);
+	free(nb->fhc);
 	close(nb->wake[0]);
 	close(nb->wake[1]);
 	free(nb->server);
@@ -348,7 +355,8 @@ void nfsb_stats(struct ufs *fs, FILE *f)
 		"nfs_last_outage_ms %llu\n"
 		"nfs_reads %llu\n"
 		"nfs_attr_cache_hits %llu\n"
-		"nfs_attr_cache_misses %llu\n\n",
+		"nfs_attr_cache_misses %llu\n"
+		"nfs_handle_rpcs %llu\n\n",
 		nb->url, up, nb->cap, (unsigned long long)nb->wsize,
 		(unsigned long long)atomic_load(&nb->peak_file_rpcs),
 		(unsigned long long)atomic_load(&nb->writes),
@@ -366,5 +374,6 @@ void nfsb_stats(struct ufs *fs, FILE *f)
 		(unsigned long long)atomic_load(&nb->outage_last_ms),
 		(unsigned long long)atomic_load(&nb->reads),
 		(unsigned long long)atomic_load(&nb->ac_hits),
-		(unsigned long long)atomic_load(&nb->ac_misses));
+		(unsigned long long)atomic_load(&nb->ac_misses),
+		(unsigned long long)atomic_load(&nb->ns_rpcs));
 }

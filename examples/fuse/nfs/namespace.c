@@ -26,19 +26,23 @@ static char *abs_path(const char *rel)
 
 /*
  * The attribute cache. With the kernel asking for every attribute
- * (attr_timeout 0, fs.c) and libnfs walking each path from the export's
- * root, a stat through NFS is a round trip per path component: a copy of
- * 792 files and directories (cp -a /usr/include/linux) made 8,472 path
- * stats, 11 per file, most of them of a name looked at a moment before. So
+ * (attr_timeout 0, fs.c), a copy of 792 files and directories (cp -a
+ * /usr/include/linux) made 8,472 path stats, 11 per file, most of them of
+ * a name looked at a moment before (each a round trip per path component
+ * when libnfs walked every path). So
  * an lstat or stat by path is answered from here for up to --attr-cache
  * (default 1 s, like the Linux NFS client's attribute cache, whose shortest
  * is 3 s), and a name found missing too. What this client changes it
- * forgets at once: a name and its parent after a call that makes, removes
- * or changes it, everything after a rename, link or unlink (other names of
- * the same file), a file's name when a write of its data is answered. A
+ * forgets at once: a name and its parent after a call that makes or
+ * removes it, a name after a SETATTR3 of it (its directory did not
+ * change), everything after a rename, link or unlink (other names of the
+ * same file), a file's name when a write of its data is answered. A
  * change made by another client shows after the lifetime at most, as with
  * NFS's own attribute cache. An answer that raced a change (the cache's
- * generation moved while it was asked) is not kept.
+ * generation moved while it was asked) is not kept. The attributes a
+ * CREATE3, MKDIR3 or SETATTR3 answers with are kept for the name it was
+ * made on; a file's stat by its handle (fstat) is answered from its path's
+ * entry while the handle cache says the path still names it.
  */
 static uint64_t mono_ns(void)
 {
@@ -142,6 +146,18 @@ void nfsb_ac_forget(struct nb *nb, const char *path)
 	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
 }
 
+/* Forgets what is cached of a file's path, not of its directory: after a
+ * write of its data, which changes the file alone. */
+void nfsb_ac_forget_file(struct nb *nb, const char *path)
+{
+	if (!nb->ac)
+		return;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	nb->ac_gen++;
+	ac_drop(nb, path);
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+}
+
 /* Forgets everything. */
 void nfsb_ac_clear(struct nb *nb)
 {
@@ -154,6 +170,83 @@ void nfsb_ac_clear(struct nb *nb)
 		nb->ac[i].path = NULL;
 	}
 	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+}
+
+/* The attribute cache's generation, sampled before a call whose reply
+ * gives attributes (ac_forget_put()). */
+static uint64_t ac_gen_now(struct nb *nb)
+{
+	uint64_t gen;
+
+	if (!nb->ac)
+		return 0;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	gen = nb->ac_gen;
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	return gen;
+}
+
+/* Under ac_lock: st is path's answer, followed or not (a symbolic link's
+ * only when not followed). */
+static void ac_set_locked(struct nb *nb, const char *path, const struct stat *st)
+{
+	for (int follow = 0; follow < 2; follow++) {
+		struct ac_ent *e;
+		char *copy;
+
+		if (follow && S_ISLNK(st->st_mode))
+			break;
+		if (!(copy = strdup(path)))
+			return;
+		e = &nb->ac[ac_slot(path, follow)];
+		free(e->path);
+		e->path = copy;
+		e->follow = follow;
+		e->rc = 0;
+		e->st = *st;
+		e->until_ns = mono_ns() + nb->ac_ttl_ns;
+	}
+}
+
+/*
+ * After a call that changed path: forgets path, and its parent if it made
+ * path (a SETATTR3 changes the file alone), then keeps st and pst (if not NULL), the attributes the
+ * reply gave of path and of its parent directory, unless the cache changed since gen (a write answered
+ * meanwhile: st may be older than it). Whether the cache changed only by
+ * this forgetting (st, if given, then kept); *now then holds the
+ * generation st is current at.
+ */
+static bool ac_forget_put(struct nb *nb, const char *path, bool made, const struct stat *st,
+			  const struct stat *pst, uint64_t gen, uint64_t *now)
+{
+	bool keep;
+
+	if (!nb->ac)
+		return false;
+	if (made)
+		nfsb_ac_forget(nb, path);
+	else
+		nfsb_ac_forget_file(nb, path);
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	/* (the forgetting moved it by one) */
+	keep = nb->ac_gen == gen + 1;
+	if (keep)
+		*now = nb->ac_gen;
+	if (keep && st)
+		ac_set_locked(nb, path, st);
+	if (keep && pst) {
+		const char *slash = strrchr(path, '/');
+		char parent[PATH_MAX];
+		size_t n = slash == path ? 1 : (size_t)(slash - path);
+
+		if (slash && n < sizeof(parent)) {
+			memcpy(parent, path, n);
+			parent[n] = '\0';
+			ac_set_locked(nb, parent, pst);
+		}
+	}
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	return keep;
 }
 
 static void st_from(struct stat *st, const struct nfs_stat_64 *s)
@@ -199,30 +292,111 @@ static struct ufs_bfile *bfile_new(const char *rel)
 	return f;
 }
 
-static void bfile_fh(struct ufs_bfile *f)
-{
-	struct lnfs_fh *fh = (struct lnfs_fh *)nfs_get_fh(f->nfh);
+/* A call on the handle of path (resolved, cached), made once more from
+ * the root if the server calls a cached handle stale. */
+#define WITH_HANDLE(nb, rc, call)                  \
+	for (int tries_ = 0; tries_ < 2; tries_++) { \
+		rc = (call);                         \
+		if (rc != -ESTALE)                   \
+			break;                       \
+		nfsb_fh_clear(nb);                   \
+	}
 
-	f->fhlen = fh->len > 0 && fh->len <= NFS3_FHSIZE ? (unsigned)fh->len : 0;
-	memcpy(f->fh, fh->val, f->fhlen);
+/* Under ac_lock: whether f's path names f, as far as the handle cache
+ * knows. */
+static bool names_file(struct nb *nb, const struct ufs_bfile *f)
+{
+	struct nb_fh fh;
+
+	return nfsb_fh_get_locked(nb, f->path, strlen(f->path), &fh) && fh.len == f->fhlen &&
+	       memcmp(fh.data, f->fh, fh.len) == 0;
 }
 
+/* f's attributes from the attribute cache, kept for its path while its
+ * path names it. */
+static bool ac_get_file(struct nb *nb, const struct ufs_bfile *f, struct stat *st)
+{
+	struct ac_ent *e;
+	bool hit = false;
+
+	if (!nb->ac)
+		return false;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	e = &nb->ac[ac_slot(f->path, false)];
+	if (e->path && !e->follow && e->rc == 0 && strcmp(e->path, f->path) == 0 &&
+	    mono_ns() < e->until_ns && names_file(nb, f)) {
+		*st = e->st;
+		hit = true;
+	}
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	atomic_fetch_add(hit ? &nb->ac_hits : &nb->ac_misses, 1);
+	return hit;
+}
+
+/* Keeps st, f's attributes asked at generation gen, for f's path if it
+ * names f and nothing was forgotten since. */
+static void ac_put_file(struct nb *nb, const struct ufs_bfile *f, const struct stat *st,
+			uint64_t gen)
+{
+	char *a, *b;
+
+	if (!nb->ac || !(a = strdup(f->path)))
+		return;
+	if (!(b = strdup(f->path))) {
+		free(a);
+		return;
+	}
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	if (gen == nb->ac_gen && names_file(nb, f)) {
+		for (int follow = 0; follow < 2; follow++) {
+			struct ac_ent *e = &nb->ac[ac_slot(f->path, follow)];
+
+			free(e->path);
+			e->path = follow ? b : a;
+			e->follow = follow;
+			e->rc = 0;
+			e->st = *st;
+			e->until_ns = mono_ns() + nb->ac_ttl_ns;
+		}
+		a = b = NULL;
+	}
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	free(a);
+	free(b);
+}
+
+/*
+ * A file opened: its handle, from the handle cache or looked up, or from
+ * the CREATE3 that made it with its mode (one call: GUARDED for O_EXCL).
+ * Nothing is opened on the server (NFSv3 has no open); the kernel checked
+ * the caller's permissions (default_permissions).
+ */
 static int open_path(struct nb *nb, struct ufs_bfile *f, int flags, mode_t mode)
 {
+	uint64_t gen = ac_gen_now(nb), now = 0;
+	struct nb_fh fh;
+	struct stat st, pst;
+	bool have = false, have_pst = false;
 	int rc;
 
 	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	if (flags & O_CREAT) {
-		rc = nfs_create(nb->ns, f->path, flags & (O_ACCMODE | O_EXCL | O_CREAT),
-				(int)(mode & 07777), &f->nfh);
-		nfsb_ac_forget(nb, f->path);
+		WITH_HANDLE(nb, rc,
+			    nfsb_make(nb, f->path, false, flags & O_EXCL, mode, &fh, &st, &have,
+				      &pst, &have_pst));
+		ac_forget_put(nb, f->path, true, rc == 0 && have ? &st : NULL,
+			      rc == 0 && have_pst ? &pst : NULL, gen, &now);
 	} else {
-		rc = nfs_open(nb->ns, f->path, flags & O_ACCMODE, &f->nfh);
+		WITH_HANDLE(nb, rc, nfsb_resolve(nb, f->path, &fh, &st, &have));
 	}
 	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
-	if (rc == 0)
-		bfile_fh(f);
-	return rc < 0 ? rc : 0;
+	if (rc == 0 && have && S_ISDIR(st.st_mode) && (flags & O_ACCMODE) != O_RDONLY)
+		rc = -EISDIR;
+	if (rc)
+		return rc;
+	f->fhlen = fh.len;
+	memcpy(f->fh, fh.data, fh.len);
+	return 0;
 }
 
 static int nfs_open_file(struct ufs *fs, const char *rel, int flags, mode_t mode,
@@ -242,30 +416,21 @@ static int nfs_open_file(struct ufs *fs, const char *rel, int flags, mode_t mode
 	return 0;
 }
 
+/* The same file for the engine: its handle is all it needs (the file may
+ * have been renamed since; the namespace calls then use the old name). */
 static int nfs_reopen_rw(struct ufs *fs, struct ufs_bfile *f, struct ufs_bfile **out)
 {
 	struct ufs_bfile *g;
 
-	if (!f->nfh)
+	(void)fs;
+	if (!f->fhlen)
 		return -EISDIR;
 	if (!(g = calloc(1, sizeof(*g))) || !(g->path = strdup(f->path))) {
 		free(g);
 		return -ENOMEM;
 	}
-	if (open_path(nb_of(fs), g, O_RDWR, 0) != 0 || g->fhlen != f->fhlen ||
-	    memcmp(g->fh, f->fh, f->fhlen) != 0) {
-		/* Renamed since: the same handle is all the data path needs;
-		 * the namespace calls then use the old name. */
-		if (g->nfh) {
-			ufs_mutex_lock(&nb_of(fs)->ns_lock, UFS_RANK_NFS_NS);
-			nfs_close(nb_of(fs)->ns, g->nfh);
-			ufs_mutex_unlock(&nb_of(fs)->ns_lock, UFS_RANK_NFS_NS);
-			g->nfh = NULL;
-		}
-		free(g->path);
-		free(g);
-		return -ESTALE;
-	}
+	g->fhlen = f->fhlen;
+	memcpy(g->fh, f->fh, f->fhlen);
 	*out = g;
 	return 0;
 }
@@ -275,27 +440,44 @@ static void nfs_close_file(struct ufs *fs, struct ufs_bfile *f)
 	struct nb *nb = nb_of(fs);
 
 	nfsb_drain(fs, f);
-	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
-	if (f->nfh)
-		nfs_close(nb->ns, f->nfh);
-	if (f->dir)
+	if (f->dir) {
+		ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
 		nfs_closedir(nb->ns, f->dir);
-	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
+		ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	}
 	free(f->path);
 	free(f);
 }
 
+static int stat_abs(struct nb *nb, const char *p, struct stat *st, bool follow);
+
+static void bfile_handle(const struct ufs_bfile *f, struct nb_fh *fh)
+{
+	fh->len = f->fhlen;
+	memcpy(fh->data, f->fh, f->fhlen);
+}
+
+/* A file's attributes: the attribute cache's for its path while its path
+ * names it, else a GETATTR3 of its handle. */
 static int nfs_fstat_file(struct ufs *fs, struct ufs_bfile *f, struct stat *st)
 {
-	struct nfs_stat_64 s;
-	NS_BEGIN(fs);
-	if (f->nfh)
-		rc = nfs_fstat64(nb->ns, f->nfh, &s);
-	else
-		rc = nfs_stat64(nb->ns, f->path, &s);
+	struct nb *nb = nb_of(fs);
+	struct nb_fh fh;
+	uint64_t gen;
+	int rc;
+
+	if (!f->fhlen)
+		return stat_abs(nb, f->path, st, true);
+	if (ac_get_file(nb, f, st))
+		return 0;
+	gen = ac_gen_now(nb);
+	bfile_handle(f, &fh);
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	rc = nfsb_getattr(nb, &fh, st);
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	if (rc == 0)
-		st_from(st, &s);
-	NS_END();
+		ac_put_file(nb, f, st, gen);
+	return rc;
 }
 
 static ssize_t nfs_pread_file(struct ufs *fs, struct ufs_bfile *f, void *buf, size_t n,
@@ -339,7 +521,7 @@ static ssize_t nfs_pwrite_file(struct ufs *fs, struct ufs_bfile *f, const void *
 		int rc = nfsb_req_wait(nb, &r);
 
 		if (rc) {
-			nfsb_ac_forget(nb, f->path);
+			nfsb_ac_forget_file(nb, f->path);
 			return done ? (ssize_t)done : rc;
 		}
 		atomic_fetch_add(&nb->writes, 1);
@@ -348,7 +530,7 @@ static ssize_t nfs_pwrite_file(struct ufs *fs, struct ufs_bfile *f, const void *
 			atomic_fetch_add(&nb->stable_replies, 1);
 		done += r.count;
 	}
-	nfsb_ac_forget(nb, f->path);
+	nfsb_ac_forget_file(nb, f->path);
 	return (ssize_t)done;
 }
 
@@ -359,74 +541,140 @@ static int nfs_fsync_file(struct ufs *fs, struct ufs_bfile *f)
 	return nfsb_req_wait(nb_of(fs), &r);
 }
 
+static int setattr_path(struct nb *nb, const char *p, const sattr3 *sa, struct stat *st,
+			bool *have)
+{
+	struct nb_fh fh;
+	int rc = nfsb_resolve(nb, p, &fh, NULL, NULL);
+
+	return rc ? rc : nfsb_setattr(nb, &fh, sa, st, have);
+}
+
+/*
+ * A SETATTR3 of f (its handle; a directory's by its path), or of the path p
+ * when f is NULL. The attributes it answers with are kept for p (a path
+ * call) or for f. Its name forgotten in the attribute cache.
+ */
+static int setattr_of(struct nb *nb, struct ufs_bfile *f, const char *p, const sattr3 *sa)
+{
+	uint64_t gen = ac_gen_now(nb), now = 0;
+	struct nb_fh fh;
+	struct stat st;
+	bool have = false;
+	int rc;
+
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	if (f && f->fhlen) {
+		bfile_handle(f, &fh);
+		rc = nfsb_setattr(nb, &fh, sa, &st, &have);
+	} else {
+		WITH_HANDLE(nb, rc, setattr_path(nb, f ? f->path : p, sa, &st, &have));
+	}
+	if (f && f->fhlen) {
+		/* Its path's attributes replaced only while its path names
+		 * it (it may have been renamed since it was opened). */
+		if (ac_forget_put(nb, f->path, false, NULL, NULL, gen, &now) && rc == 0 && have)
+			ac_put_file(nb, f, &st, now);
+	} else {
+		ac_forget_put(nb, f ? f->path : p, false, rc == 0 && have ? &st : NULL, NULL, gen,
+			      &now);
+	}
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	return rc;
+}
+
+static void sa_size(sattr3 *sa, uint64_t size)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->size.set_it = 1;
+	sa->size.set_size3_u.size = size;
+}
+
+static void sa_mode(sattr3 *sa, mode_t mode)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->mode.set_it = 1;
+	sa->mode.set_mode3_u.mode = (mode3)(mode & 07777);
+}
+
+static void sa_owner(sattr3 *sa, uid_t uid, gid_t gid)
+{
+	memset(sa, 0, sizeof(*sa));
+	if (uid != (uid_t)-1) {
+		sa->uid.set_it = 1;
+		sa->uid.set_uid3_u.uid = (uid3)uid;
+	}
+	if (gid != (gid_t)-1) {
+		sa->gid.set_it = 1;
+		sa->gid.set_gid3_u.gid = (gid3)gid;
+	}
+}
+
+/* utimensat()'s times: UTIME_NOW is the server's time, UTIME_OMIT left
+ * as it is, the others to the nanosecond. */
+static void sa_times(sattr3 *sa, const struct timespec tv[2])
+{
+	memset(sa, 0, sizeof(*sa));
+	if (tv[0].tv_nsec == UTIME_NOW) {
+		sa->atime.set_it = SET_TO_SERVER_TIME;
+	} else if (tv[0].tv_nsec != UTIME_OMIT) {
+		sa->atime.set_it = SET_TO_CLIENT_TIME;
+		sa->atime.set_atime_u.atime.seconds = (u_int)tv[0].tv_sec;
+		sa->atime.set_atime_u.atime.nseconds = (u_int)tv[0].tv_nsec;
+	}
+	if (tv[1].tv_nsec == UTIME_NOW) {
+		sa->mtime.set_it = SET_TO_SERVER_TIME;
+	} else if (tv[1].tv_nsec != UTIME_OMIT) {
+		sa->mtime.set_it = SET_TO_CLIENT_TIME;
+		sa->mtime.set_mtime_u.mtime.seconds = (u_int)tv[1].tv_sec;
+		sa->mtime.set_mtime_u.mtime.nseconds = (u_int)tv[1].tv_nsec;
+	}
+}
+
+/* A SETATTR3 of the path rel, made with sattr3 sa set by SET(&sa, ...). */
+#define SETATTR_PATH(SET, ...)                                  \
+	char *p = abs_path(rel);                                \
+	sattr3 sa;                                              \
+	int rc;                                                 \
+	if (!p)                                                 \
+		return -ENOMEM;                                 \
+	SET(&sa, __VA_ARGS__);                                  \
+	rc = setattr_of(nb_of(fs), NULL, p, &sa);               \
+	free(p);                                                \
+	return rc
+
 static int nfs_ftruncate_file(struct ufs *fs, struct ufs_bfile *f, uint64_t size)
 {
+	sattr3 sa;
+
 	/* A WRITE3 still in flight could land after the SETATTR. */
 	nfsb_drain(fs, f);
-	NS_BEGIN(fs);
-	if (f->nfh)
-		rc = nfs_ftruncate(nb->ns, f->nfh, size);
-	else
-		rc = nfs_truncate(nb->ns, f->path, size);
-	nfsb_ac_forget(nb, f->path);
-	NS_END();
+	sa_size(&sa, size);
+	return setattr_of(nb_of(fs), f, NULL, &sa);
 }
 
 static int nfs_fchmod_file(struct ufs *fs, struct ufs_bfile *f, mode_t mode)
 {
-	NS_BEGIN(fs);
-	if (f->nfh)
-		rc = nfs_fchmod(nb->ns, f->nfh, (int)(mode & 07777));
-	else
-		rc = nfs_chmod(nb->ns, f->path, (int)(mode & 07777));
-	nfsb_ac_forget(nb, f->path);
-	NS_END();
+	sattr3 sa;
+
+	sa_mode(&sa, mode);
+	return setattr_of(nb_of(fs), f, NULL, &sa);
 }
 
 static int nfs_fchown_file(struct ufs *fs, struct ufs_bfile *f, uid_t uid, gid_t gid)
 {
-	NS_BEGIN(fs);
-	if (f->nfh)
-		rc = nfs_fchown(nb->ns, f->nfh, (int)uid, (int)gid);
-	else
-		rc = nfs_lchown(nb->ns, f->path, (int)uid, (int)gid);
-	nfsb_ac_forget(nb, f->path);
-	NS_END();
-}
+	sattr3 sa;
 
-/* utimensat() by path (libnfs has no futimes): microseconds; UTIME_NOW
- * and UTIME_OMIT resolved here. */
-static int utimes_path(struct nb *nb, const char *path, const struct timespec tv[2])
-{
-	struct timeval t[2];
-	struct nfs_stat_64 s;
-	int i, rc = 0;
-
-	if (tv[0].tv_nsec == UTIME_OMIT || tv[1].tv_nsec == UTIME_OMIT)
-		rc = nfs_lstat64(nb->ns, path, &s);
-	if (rc < 0)
-		return rc;
-	for (i = 0; i < 2; i++) {
-		if (tv[i].tv_nsec == UTIME_NOW) {
-			gettimeofday(&t[i], NULL);
-		} else if (tv[i].tv_nsec == UTIME_OMIT) {
-			t[i].tv_sec = (time_t)(i ? s.nfs_mtime : s.nfs_atime);
-			t[i].tv_usec =
-				(suseconds_t)((i ? s.nfs_mtime_nsec : s.nfs_atime_nsec) / 1000);
-		} else {
-			t[i].tv_sec = tv[i].tv_sec;
-			t[i].tv_usec = tv[i].tv_nsec / 1000;
-		}
-	}
-	return nfs_lutimes(nb->ns, path, t);
+	sa_owner(&sa, uid, gid);
+	return setattr_of(nb_of(fs), f, NULL, &sa);
 }
 
 static int nfs_futimens_file(struct ufs *fs, struct ufs_bfile *f, const struct timespec tv[2])
 {
-	NS_BEGIN(fs);
-	rc = utimes_path(nb, f->path, tv);
-	nfsb_ac_forget(nb, f->path);
-	NS_END();
+	sattr3 sa;
+
+	sa_times(&sa, tv);
+	return setattr_of(nb_of(fs), f, NULL, &sa);
 }
 
 static int nfs_opendir_path(struct ufs *fs, const char *rel, struct ufs_bfile **out)
@@ -494,7 +742,9 @@ static int nfs_readdir_dir(struct ufs *fs, struct ufs_bfile *d, uint64_t off, uf
 /* ------------------------------------------------------------------------ */
 /* Names                                                                     */
 
-#define PATH_OP(name, call)                                 \
+/* Removes a name: its handle forgotten (every handle, for a directory:
+ * the paths below it). */
+#define PATH_OP(name, call, forget)                         \
 	static int name(struct ufs *fs, const char *rel)    \
 	{                                                   \
 		char *p = abs_path(rel);                    \
@@ -502,34 +752,65 @@ static int nfs_readdir_dir(struct ufs *fs, struct ufs_bfile *d, uint64_t off, uf
 			return -ENOMEM;                     \
 		NS_BEGIN(fs);                               \
 		rc = call;                                  \
+		forget;                                     \
 		nfsb_ac_clear(nb); /* other names' nlink */ \
 		free(p);                                    \
 		NS_END();                                   \
 	}
 
-PATH_OP(nfs_unlink_path, nfs_unlink(nb->ns, p))
-PATH_OP(nfs_rmdir_path, nfs_rmdir(nb->ns, p))
+PATH_OP(nfs_unlink_path, nfs_unlink(nb->ns, p), nfsb_fh_forget(nb, p))
+PATH_OP(nfs_rmdir_path, nfs_rmdir(nb->ns, p), nfsb_fh_clear(nb))
+
+static int lstat_call(struct nb *nb, const char *p, struct stat *st)
+{
+	struct nb_fh fh;
+	bool have;
+	int rc = nfsb_resolve(nb, p, &fh, st, &have);
+
+	return rc || have ? rc : nfsb_getattr(nb, &fh, st);
+}
+
+/* The attributes of p: from its LOOKUP3 (or a GETATTR3 of its cached
+ * handle); a symbolic link followed by libnfs. Under ns_lock. */
+static int stat_call(struct nb *nb, const char *p, struct stat *st, bool follow)
+{
+	struct nfs_stat_64 s;
+	int rc;
+
+	WITH_HANDLE(nb, rc, lstat_call(nb, p, st));
+	if (rc == 0 && follow && S_ISLNK(st->st_mode)) {
+		rc = nfs_stat64(nb->ns, p, &s);
+		if (rc == 0)
+			st_from(st, &s);
+	}
+	return rc;
+}
+
+/* stat or lstat of p (absolute): the attribute cache's, or asked. */
+static int stat_abs(struct nb *nb, const char *p, struct stat *st, bool follow)
+{
+	uint64_t gen;
+	int rc;
+
+	if (ac_get(nb, p, follow, st, &rc, &gen))
+		return rc;
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	rc = stat_call(nb, p, st, follow);
+	ac_put(nb, p, follow, rc < 0 ? rc : 0, st, gen);
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	return rc < 0 ? rc : 0;
+}
 
 static int stat_path(struct ufs *fs, const char *rel, struct stat *st, bool follow)
 {
-	struct nfs_stat_64 s;
 	char *p = abs_path(rel);
-	uint64_t gen;
-	int cached;
+	int rc;
 
 	if (!p)
 		return -ENOMEM;
-	if (ac_get(nb_of(fs), p, follow, st, &cached, &gen)) {
-		free(p);
-		return cached;
-	}
-	NS_BEGIN(fs);
-	rc = follow ? nfs_stat64(nb->ns, p, &s) : nfs_lstat64(nb->ns, p, &s);
-	if (rc == 0)
-		st_from(st, &s);
-	ac_put(nb, p, follow, rc < 0 ? rc : 0, st, gen);
+	rc = stat_abs(nb_of(fs), p, st, follow);
 	free(p);
-	NS_END();
+	return rc;
 }
 
 static int nfs_lstat_path(struct ufs *fs, const char *rel, struct stat *st)
@@ -544,28 +825,28 @@ static int nfs_stat_path(struct ufs *fs, const char *rel, struct stat *st)
 
 static int nfs_truncate_path(struct ufs *fs, const char *rel, uint64_t size)
 {
-	char *p = abs_path(rel);
-
-	if (!p)
-		return -ENOMEM;
-	NS_BEGIN(fs);
-	rc = nfs_truncate(nb->ns, p, size);
-	nfsb_ac_forget(nb, p);
-	free(p);
-	NS_END();
+	SETATTR_PATH(sa_size, size);
 }
 
 static int nfs_mkdir_path(struct ufs *fs, const char *rel, mode_t mode)
 {
 	char *p = abs_path(rel);
+	struct nb *nb = nb_of(fs);
+	uint64_t gen = ac_gen_now(nb), now;
+	struct nb_fh fh;
+	struct stat st, pst;
+	bool have = false, have_pst = false;
+	int rc;
 
 	if (!p)
 		return -ENOMEM;
-	NS_BEGIN(fs);
-	rc = nfs_mkdir2(nb->ns, p, (int)(mode & 07777));
-	nfsb_ac_forget(nb, p);
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	WITH_HANDLE(nb, rc, nfsb_make(nb, p, true, true, mode, &fh, &st, &have, &pst, &have_pst));
+	ac_forget_put(nb, p, true, rc == 0 && have ? &st : NULL, rc == 0 && have_pst ? &pst : NULL,
+		      gen, &now);
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	free(p);
-	NS_END();
+	return rc;
 }
 
 static int nfs_mknod_path(struct ufs *fs, const char *rel, mode_t mode, dev_t rdev)
@@ -622,6 +903,7 @@ static int nfs_rename_path(struct ufs *fs, const char *from, const char *to, uns
 	}
 	NS_BEGIN(fs);
 	rc = nfs_rename(nb->ns, a, b);
+	nfsb_fh_clear(nb);
 	nfsb_ac_clear(nb);
 	free(a);
 	free(b);
@@ -647,41 +929,17 @@ static int nfs_link_path(struct ufs *fs, const char *from, const char *to)
 
 static int nfs_chmod_path(struct ufs *fs, const char *rel, mode_t mode)
 {
-	char *p = abs_path(rel);
-
-	if (!p)
-		return -ENOMEM;
-	NS_BEGIN(fs);
-	rc = nfs_chmod(nb->ns, p, (int)(mode & 07777));
-	nfsb_ac_forget(nb, p);
-	free(p);
-	NS_END();
+	SETATTR_PATH(sa_mode, mode);
 }
 
 static int nfs_chown_path(struct ufs *fs, const char *rel, uid_t uid, gid_t gid)
 {
-	char *p = abs_path(rel);
-
-	if (!p)
-		return -ENOMEM;
-	NS_BEGIN(fs);
-	rc = nfs_lchown(nb->ns, p, (int)uid, (int)gid);
-	nfsb_ac_forget(nb, p);
-	free(p);
-	NS_END();
+	SETATTR_PATH(sa_owner, uid, gid);
 }
 
 static int nfs_utimens_path(struct ufs *fs, const char *rel, const struct timespec tv[2])
 {
-	char *p = abs_path(rel);
-
-	if (!p)
-		return -ENOMEM;
-	NS_BEGIN(fs);
-	rc = utimes_path(nb, p, tv);
-	nfsb_ac_forget(nb, p);
-	free(p);
-	NS_END();
+	SETATTR_PATH(sa_times, tv);
 }
 
 static int nfs_statfs_path(struct ufs *fs, const char *rel, struct statvfs *st)

@@ -13,10 +13,10 @@
  * commit (engine.c) with client locks of ranks 1 to 3 held at most.
  *
  *    7 nb->ns_lock    UFS_RANK_NFS_NS: the namespace context, across each of
- *                     its synchronous calls (namespace.c; mount.c's attach
- *                     and detach use it alone, before and after every other
- *                     thread). The calls that change names take ac_lock
- *                     under it.
+ *                     its synchronous calls (namespace.c, handles.c;
+ *                     mount.c's attach and detach use it alone, before and
+ *                     after every other thread). The calls take ac_lock
+ *                     under it (the caches).
  *    8 nb->send_lock  UFS_RANK_NFS_SEND: the write connection's socket,
  *                     across a WRITE3's sendmsg() (conn.c nfsb_wc_send(),
  *                     with the inode's data_lock held shared, lock not held);
@@ -26,22 +26,25 @@
  *                     requests in flight and the write connection's queue;
  *                     held across rpc_service() and the parsing of write
  *                     replies, whose callbacks take no other lock.
- *   10 nb->ac_lock    UFS_RANK_NFS_AC: the attribute cache (namespace.c; a
- *                     leaf).
+ *   10 nb->ac_lock    UFS_RANK_NFS_AC: the attribute cache (namespace.c) and
+ *                     the handle cache (handles.c); a leaf.
  *
  * TWO CONTEXTS AND A CONNECTION
  *
- *   ns    the namespace: libnfs's synchronous high-level calls (stat, open,
- *         create, unlink, rename, readdir, setattr...), one at a time under
- *         ns_lock (a libnfs context is not thread-safe). libnfs reconnects
- *         it by itself.
+ *   ns    the namespace, one call at a time under ns_lock (a libnfs context
+ *         is not thread-safe): raw LOOKUP3, GETATTR3, SETATTR3, CREATE3 and
+ *         MKDIR3 on handles (handles.c: a path resolved from the handle
+ *         cache, a LOOKUP3 per component it lacks), and libnfs's
+ *         synchronous calls by path for the rest (unlink, rename, link,
+ *         symlink, readdir, readlink, statfs...). libnfs reconnects it by
+ *         itself.
  *   data  raw async COMMIT3, READ3 and --no-cache WRITE3 FILE_SYNC on the
  *         RPC context of a second mount, owned by one service thread that
  *         polls its socket (rpc_which_events/rpc_service). Every call on it
  *         is made under lock, by the service thread or by a thread queueing
  *         a request (which then wakes the service thread through a pipe).
- *         Its file handles are the raw NFS handles (nfs_get_fh() of the
- *         namespace's open files), valid on any connection.
+ *         Its file handles are the raw NFS handles of the namespace's
+ *         files, valid on any connection.
  *   write the engine's WRITE3 UNSTABLE calls: a TCP connection of our own
  *         to the same NFS port, our own ONC RPC encoding, sent by the
  *         flushing thread straight from the chunks (no copy in user space),
@@ -104,6 +107,7 @@
  *   engine.c     the engine's callbacks: flush, commit, drain
  *   namespace.c  the files and names (open, stat, setattr, readdir,
  *                rename...), the attribute cache, the backend's table
+ *   handles.c    the handle cache and the namespace's raw calls
  *
  * SPDX-License-Identifier: MIT
  */
@@ -165,11 +169,25 @@ struct lnfs_fh {
 #define WC_HDR_MAX 512	    /* a WRITE3 call's bytes before its data */
 #define WC_RBUF (UFS_RPC_RECORD_MAX + 4) /* received bytes: a whole fragment fits */
 
+/* A raw NFS3 file handle. */
+struct nb_fh {
+	unsigned len;
+	char data[NFS3_FHSIZE];
+};
+
+/* The handle cache's slots (handles.c), under ac_lock. */
+#define NB_FH_SLOTS 4096
+
+struct nb_fh_ent {
+	char *path; /* NULL: free */
+	struct nb_fh fh;
+	uint64_t until_ns;
+};
+
 struct ufs_bfile {
 	char *path;	    /* absolute in the export, as opened */
-	struct nfsfh *nfh;  /* files: open on the namespace context */
-	struct nfsdir *dir; /* directories */
-	char fh[NFS3_FHSIZE];
+	struct nfsdir *dir; /* directories (fhlen 0) */
+	char fh[NFS3_FHSIZE]; /* files: the handle, for every call on them */
 	unsigned fhlen;
 	unsigned inflight; /* data RPCs in flight or waiting to be resent; under nb->lock */
 	unsigned wslots;   /* WRITE3s on the write connection (nfsb_wc_slot); under nb->lock */
@@ -228,6 +246,8 @@ struct nb {
 
 	pthread_mutex_t ns_lock;
 	struct nfs_context *ns;
+	struct nb_fh root;	  /* the export's root */
+	struct nb_fh_ent *fhc;	  /* the handle cache (handles.c), under ac_lock */
 	/* The attribute cache (below): its slots, generation, lifetime. */
 	pthread_mutex_t ac_lock;
 	struct ac_ent *ac;
@@ -271,7 +291,7 @@ struct nb {
 	/* statistics (atomic: the stats thread reads them) */
 	atomic_uint_fast64_t writes, write_bytes, stable_replies, commits, verf_changes, lost_bufs,
 		reconnects, write_errors, commit_errors, reads, outage_ms, outage_last_ms,
-		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses;
+		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses, ns_rpcs;
 	struct timespec down_since;
 };
 
@@ -332,6 +352,21 @@ void nfsb_drain(struct ufs *fs, struct ufs_bfile *f);
 
 /* namespace.c */
 void nfsb_ac_forget(struct nb *nb, const char *path);
+void nfsb_ac_forget_file(struct nb *nb, const char *path);
 void nfsb_ac_clear(struct nb *nb);
+
+/* handles.c */
+int nfsb_fh_root(struct nb *nb);
+bool nfsb_fh_get_locked(struct nb *nb, const char *path, size_t len, struct nb_fh *fh);
+void nfsb_fh_forget(struct nb *nb, const char *path);
+void nfsb_fh_clear(struct nb *nb);
+void nfsb_st_from_fattr(struct stat *st, const fattr3 *a);
+int nfsb_resolve(struct nb *nb, const char *path, struct nb_fh *fh, struct stat *st,
+		 bool *have_st);
+int nfsb_getattr(struct nb *nb, const struct nb_fh *fh, struct stat *st);
+int nfsb_setattr(struct nb *nb, const struct nb_fh *fh, const sattr3 *sa, struct stat *st,
+		 bool *have_st);
+int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
+	      struct nb_fh *fh, struct stat *st, bool *have_st, struct stat *pst, bool *have_pst);
 
 #endif /* UFS_NFS_H */

@@ -290,8 +290,9 @@ static void req_complete(struct nb *nb, struct req *r)
 			if (!r->part)
 				seq = atomic_fetch_add(&nb->fs->seq, 1) + 1;
 		}
-		/* The server's times and size of the file moved. */
-		nfsb_ac_forget(nb, r->file->path);
+		/* The server's times and size of the file moved (not its
+		 * directory's). */
+		nfsb_ac_forget_file(nb, r->file->path);
 		if (r->part)
 			nfsb_part_end(nb, r->bufs[0], r->part, res, r->status);
 		for (i = 0; !r->part && i < r->nbufs; i++)

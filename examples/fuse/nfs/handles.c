@@ -1,0 +1,529 @@
+/*
+ * unstable-fuse, NFSv3 backend (nfs.h): the namespace's file handles.
+ * libnfs's calls by path walk each path from the export's root, one LOOKUP3
+ * per component, before the call itself: a file created two directories
+ * down was 3 round trips and a stat 3 more. Here a path is resolved from
+ * the handle cache (a path's handle, kept for --attr-cache like the
+ * attributes) and the LOOKUP3s of the components it does not hold, and the
+ * calls that name a file are made on its handle: raw NFS3 calls on the
+ * namespace context's RPC context, serviced here until their reply, under
+ * ns_lock like libnfs's own synchronous calls. The cache is under ac_lock
+ * (with the attribute cache, which answers a file's stat when its path
+ * still names its handle).
+ *
+ * The cache holds what this client resolved; what it changes it forgets:
+ * a removed name's handle, every handle after a rename or an rmdir (the
+ * paths below it). A handle the server calls stale (another client removed
+ * or renamed the name) empties the cache and the call is made once more,
+ * from the root.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#define _GNU_SOURCE
+
+#include "nfs.h"
+
+#include <sys/sysmacros.h>
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Synchronous raw calls                                                     */
+
+enum ns_proc { NS_GETATTR, NS_SETATTR, NS_LOOKUP, NS_CREATE, NS_MKDIR };
+
+/* A call's outcome. On the heap: a call given up on (the context failed)
+ * stays queued on the context, whose callback may still write here; such a
+ * wait is left to it. */
+struct ns_wait {
+	enum ns_proc proc;
+	bool done;
+	int rc; /* 0 or a negative errno */
+	bool have_fh, have_attr, have_dir_attr;
+	struct nb_fh fh;
+	fattr3 attr, dir_attr; /* the object's; its directory's after the call */
+};
+
+static void take_fh(struct ns_wait *w, const post_op_fh3 *p)
+{
+	if (p->handle_follows && p->post_op_fh3_u.handle.data.data_len <= NFS3_FHSIZE) {
+		w->fh.len = p->post_op_fh3_u.handle.data.data_len;
+		memcpy(w->fh.data, p->post_op_fh3_u.handle.data.data_val, w->fh.len);
+		w->have_fh = w->fh.len > 0;
+	}
+}
+
+static void take_attr(struct ns_wait *w, const post_op_attr *a)
+{
+	if (a->attributes_follow) {
+		w->attr = a->post_op_attr_u.attributes;
+		w->have_attr = true;
+	}
+}
+
+static void take_dir_attr(struct ns_wait *w, const post_op_attr *a)
+{
+	if (a->attributes_follow) {
+		w->dir_attr = a->post_op_attr_u.attributes;
+		w->have_dir_attr = true;
+	}
+}
+
+static void ns_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct ns_wait *w = priv;
+
+	(void)rpc;
+	w->done = true;
+	if (status != RPC_STATUS_SUCCESS) {
+		w->rc = status == RPC_STATUS_TIMEOUT ? -ETIMEDOUT : -EIO;
+		return;
+	}
+	/* Every NFS3 result begins with its nfsstat3. */
+	if (*(nfsstat3 *)data != NFS3_OK) {
+		w->rc = nfsstat3_to_errno(*(nfsstat3 *)data);
+		if (w->rc >= 0)
+			w->rc = -EIO;
+		if (w->proc == NS_SETATTR)
+			take_attr(w, &((SETATTR3res *)data)->SETATTR3res_u.resfail.obj_wcc.after);
+		return;
+	}
+	switch (w->proc) {
+	case NS_GETATTR:
+		w->attr = ((GETATTR3res *)data)->GETATTR3res_u.resok.obj_attributes;
+		w->have_attr = true;
+		break;
+	case NS_SETATTR:
+		take_attr(w, &((SETATTR3res *)data)->SETATTR3res_u.resok.obj_wcc.after);
+		break;
+	case NS_LOOKUP: {
+		LOOKUP3resok *ok = &((LOOKUP3res *)data)->LOOKUP3res_u.resok;
+
+		if (ok->object.data.data_len <= NFS3_FHSIZE) {
+			w->fh.len = ok->object.data.data_len;
+			memcpy(w->fh.data, ok->object.data.data_val, w->fh.len);
+			w->have_fh = w->fh.len > 0;
+		}
+		take_attr(w, &ok->obj_attributes);
+		break;
+	}
+	case NS_CREATE:
+		take_fh(w, &((CREATE3res *)data)->CREATE3res_u.resok.obj);
+		take_attr(w, &((CREATE3res *)data)->CREATE3res_u.resok.obj_attributes);
+		take_dir_attr(w, &((CREATE3res *)data)->CREATE3res_u.resok.dir_wcc.after);
+		break;
+	case NS_MKDIR:
+		take_fh(w, &((MKDIR3res *)data)->MKDIR3res_u.resok.obj);
+		take_attr(w, &((MKDIR3res *)data)->MKDIR3res_u.resok.obj_attributes);
+		take_dir_attr(w, &((MKDIR3res *)data)->MKDIR3res_u.resok.dir_wcc.after);
+		break;
+	}
+}
+
+/* Services the namespace context until w's reply, as libnfs's synchronous
+ * calls do (its reconnects and timeouts included). 0 or a negative errno;
+ * on -EIO from the context itself, w is left to it. */
+static int ns_wait(struct nb *nb, struct ns_wait *w)
+{
+	while (!w->done) {
+		struct pollfd pfd = { .fd = nfs_get_fd(nb->ns), .events = (short)nfs_which_events(nb->ns) };
+		int n = poll(&pfd, 1, 100);
+
+		if (n < 0 && errno != EINTR)
+			return -EIO;
+		if (nfs_service(nb->ns, n > 0 ? pfd.revents : 0) < 0)
+			return -EIO;
+	}
+	return 0;
+}
+
+static struct ns_wait *ns_new(enum ns_proc proc)
+{
+	struct ns_wait *w = calloc(1, sizeof(*w));
+
+	if (w)
+		w->proc = proc;
+	return w;
+}
+
+/* Sends with the call made by send (0 when queued), waits; frees w unless
+ * the context kept it. The call's rc. */
+static int ns_finish(struct nb *nb, struct ns_wait *w, int sent)
+{
+	int rc;
+
+	if (sent != 0) {
+		free(w);
+		return -EIO;
+	}
+	atomic_fetch_add(&nb->ns_rpcs, 1);
+	if ((rc = ns_wait(nb, w)))
+		return rc; /* w stays with the context */
+	return 0;
+}
+
+static void fh3(nfs_fh3 *out, const struct nb_fh *fh)
+{
+	out->data.data_len = fh->len;
+	out->data.data_val = (char *)fh->data;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The handle cache (under ac_lock)                                          */
+
+static size_t fh_slot(const char *path, size_t len)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)path[i]) * 1099511628211ull;
+	return (size_t)(h % NB_FH_SLOTS);
+}
+
+/* Under ac_lock: the cached handle of path[0..len). */
+bool nfsb_fh_get_locked(struct nb *nb, const char *path, size_t len, struct nb_fh *fh)
+{
+	struct nb_fh_ent *e;
+
+	if (!nb->fhc)
+		return false;
+	e = &nb->fhc[fh_slot(path, len)];
+	if (!e->path || strlen(e->path) != len || memcmp(e->path, path, len) != 0 ||
+	    now_ns() >= e->until_ns)
+		return false;
+	*fh = e->fh;
+	return true;
+}
+
+static bool fh_get(struct nb *nb, const char *path, size_t len, struct nb_fh *fh)
+{
+	bool hit;
+
+	if (!nb->fhc)
+		return false;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	hit = nfsb_fh_get_locked(nb, path, len, fh);
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	return hit;
+}
+
+static void fh_put(struct nb *nb, const char *path, size_t len, const struct nb_fh *fh)
+{
+	struct nb_fh_ent *e;
+	char *copy;
+
+	if (!nb->fhc || !(copy = strndup(path, len)))
+		return;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	e = &nb->fhc[fh_slot(path, len)];
+	free(e->path);
+	e->path = copy;
+	e->fh = *fh;
+	e->until_ns = now_ns() + nb->ac_ttl_ns;
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+}
+
+/* Forgets path's handle. */
+void nfsb_fh_forget(struct nb *nb, const char *path)
+{
+	size_t len = strlen(path);
+	struct nb_fh_ent *e;
+
+	if (!nb->fhc)
+		return;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	e = &nb->fhc[fh_slot(path, len)];
+	if (e->path && strcmp(e->path, path) == 0) {
+		free(e->path);
+		e->path = NULL;
+	}
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+}
+
+/* Forgets every handle. */
+void nfsb_fh_clear(struct nb *nb)
+{
+	if (!nb->fhc)
+		return;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	for (size_t i = 0; i < NB_FH_SLOTS; i++) {
+		free(nb->fhc[i].path);
+		nb->fhc[i].path = NULL;
+	}
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+}
+
+/* The export root's handle, into nb->root. Before any other thread. */
+int nfsb_fh_root(struct nb *nb)
+{
+	struct nfsfh *root = NULL;
+	struct lnfs_fh *fh;
+	int rc = nfs_open(nb->ns, "/", O_RDONLY, &root);
+
+	if (rc)
+		return rc < 0 ? rc : -EIO;
+	fh = (struct lnfs_fh *)nfs_get_fh(root);
+	if (!fh || fh->len <= 0 || fh->len > NFS3_FHSIZE) {
+		nfs_close(nb->ns, root);
+		return -EIO;
+	}
+	nb->root.len = (unsigned)fh->len;
+	memcpy(nb->root.data, fh->val, nb->root.len);
+	nfs_close(nb->ns, root);
+	if (nb->ac_ttl_ns && !(nb->fhc = calloc(NB_FH_SLOTS, sizeof(*nb->fhc))))
+		return -ENOMEM;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Calls                                                                     */
+
+void nfsb_st_from_fattr(struct stat *st, const fattr3 *a)
+{
+	static const mode_t type[] = { [NF3REG] = S_IFREG,  [NF3DIR] = S_IFDIR,
+				       [NF3BLK] = S_IFBLK,  [NF3CHR] = S_IFCHR,
+				       [NF3LNK] = S_IFLNK,  [NF3SOCK] = S_IFSOCK,
+				       [NF3FIFO] = S_IFIFO };
+
+	memset(st, 0, sizeof(*st));
+	/* As libnfs's stat: the device is the fsid. */
+	st->st_dev = (dev_t)a->fsid;
+	st->st_ino = (ino_t)a->fileid;
+	st->st_mode = (mode_t)(a->mode & 07777);
+	if ((unsigned)a->type < sizeof(type) / sizeof(type[0]))
+		st->st_mode |= type[a->type];
+	st->st_nlink = (nlink_t)a->nlink;
+	st->st_uid = (uid_t)a->uid;
+	st->st_gid = (gid_t)a->gid;
+	st->st_rdev = makedev(a->rdev.specdata1, a->rdev.specdata2);
+	st->st_size = (off_t)a->size;
+	st->st_blksize = 4096;
+	st->st_blocks = (blkcnt_t)((a->used + 511) / 512);
+	st->st_atim.tv_sec = (time_t)a->atime.seconds;
+	st->st_atim.tv_nsec = (long)a->atime.nseconds;
+	st->st_mtim.tv_sec = (time_t)a->mtime.seconds;
+	st->st_mtim.tv_nsec = (long)a->mtime.nseconds;
+	st->st_ctim.tv_sec = (time_t)a->ctime.seconds;
+	st->st_ctim.tv_nsec = (long)a->ctime.nseconds;
+}
+
+static int ns_lookup(struct nb *nb, const struct nb_fh *dir, const char *name,
+		     struct nb_fh *fh, struct stat *st, bool *have_st)
+{
+	struct ns_wait *w = ns_new(NS_LOOKUP);
+	LOOKUP3args a;
+	int rc;
+
+	if (!w)
+		return -ENOMEM;
+	fh3(&a.what.dir, dir);
+	a.what.name = (char *)name;
+	if ((rc = ns_finish(nb, w, rpc_nfs3_lookup_async(nfs_get_rpc_context(nb->ns), ns_cb, &a, w))))
+		return rc;
+	rc = w->rc;
+	if (rc == 0 && !w->have_fh)
+		rc = -EIO;
+	if (rc == 0) {
+		*fh = w->fh;
+		if (st && w->have_attr) {
+			nfsb_st_from_fattr(st, &w->attr);
+			*have_st = true;
+		}
+	}
+	free(w);
+	return rc;
+}
+
+/*
+ * The handle of path (absolute in the export; "/" is the root), from the
+ * cache or with a LOOKUP3 of each component past the longest prefix the
+ * cache holds; every component but the last is a directory (the kernel
+ * resolved the symbolic links on the way), the last is not followed. Its
+ * attributes in *st when the last LOOKUP3 gave them (*have_st, if st).
+ * Under ns_lock.
+ */
+int nfsb_resolve(struct nb *nb, const char *path, struct nb_fh *fh, struct stat *st,
+		 bool *have_st)
+{
+	size_t len = strlen(path), at;
+	struct nb_fh cur;
+	char name[NAME_MAX + 1];
+	int rc;
+
+	if (have_st)
+		*have_st = false;
+	while (len > 1 && path[len - 1] == '/')
+		len--;
+	if (len <= 1) {
+		*fh = nb->root;
+		return 0;
+	}
+	/* The longest cached prefix ending at a component. */
+	at = len;
+	while (at > 0 && !fh_get(nb, path, at, &cur)) {
+		while (at > 0 && path[at - 1] != '/')
+			at--;
+		while (at > 0 && path[at - 1] == '/')
+			at--;
+	}
+	if (at == 0)
+		cur = nb->root;
+	while (at < len) {
+		size_t from, n;
+		bool last;
+
+		while (at < len && path[at] == '/')
+			at++;
+		from = at;
+		while (at < len && path[at] != '/')
+			at++;
+		n = at - from;
+		if (n == 0)
+			break;
+		if (n > NAME_MAX)
+			return -ENAMETOOLONG;
+		memcpy(name, path + from, n);
+		name[n] = '\0';
+		last = at >= len;
+		rc = ns_lookup(nb, &cur, name, &cur, last ? st : NULL, have_st);
+		if (rc)
+			return rc;
+		fh_put(nb, path, at, &cur);
+	}
+	*fh = cur;
+	return 0;
+}
+
+int nfsb_getattr(struct nb *nb, const struct nb_fh *fh, struct stat *st)
+{
+	struct ns_wait *w = ns_new(NS_GETATTR);
+	GETATTR3args a;
+	int rc;
+
+	if (!w)
+		return -ENOMEM;
+	fh3(&a.object, fh);
+	if ((rc = ns_finish(nb, w, rpc_nfs3_getattr_async(nfs_get_rpc_context(nb->ns), ns_cb, &a, w))))
+		return rc;
+	rc = w->rc;
+	if (rc == 0)
+		nfsb_st_from_fattr(st, &w->attr);
+	free(w);
+	return rc;
+}
+
+/* A SETATTR3 of fh; its attributes after it in *st when the reply has them
+ * (*have_st). */
+int nfsb_setattr(struct nb *nb, const struct nb_fh *fh, const sattr3 *sa, struct stat *st,
+		 bool *have_st)
+{
+	struct ns_wait *w = ns_new(NS_SETATTR);
+	SETATTR3args a;
+	int rc;
+
+	*have_st = false;
+	if (!w)
+		return -ENOMEM;
+	memset(&a, 0, sizeof(a));
+	fh3(&a.object, fh);
+	a.new_attributes = *sa;
+	if ((rc = ns_finish(nb, w, rpc_nfs3_setattr_async(nfs_get_rpc_context(nb->ns), ns_cb, &a, w))))
+		return rc;
+	rc = w->rc;
+	if (w->have_attr) {
+		nfsb_st_from_fattr(st, &w->attr);
+		*have_st = true;
+	}
+	free(w);
+	return rc;
+}
+
+/* Splits path into its parent's handle and its last name (into name). */
+static int parent_of(struct nb *nb, const char *path, struct nb_fh *dir, char *name)
+{
+	const char *slash = strrchr(path, '/');
+	char parent[PATH_MAX];
+	size_t n;
+
+	if (!slash || !slash[1])
+		return -EINVAL;
+	if (strlen(slash + 1) > NAME_MAX)
+		return -ENAMETOOLONG;
+	strcpy(name, slash + 1);
+	n = slash == path ? 1 : (size_t)(slash - path);
+	if (n >= sizeof(parent))
+		return -ENAMETOOLONG;
+	memcpy(parent, path, n);
+	parent[n] = '\0';
+	return nfsb_resolve(nb, parent, dir, NULL, NULL);
+}
+
+/*
+ * CREATE3 (GUARDED when excl: EEXIST if the name is taken; else
+ * UNCHECKED) or MKDIR3 of path with mode, in one call: the handle (into fh,
+ * cached) and the attributes (*st, *have_st) of what was made, and those
+ * of its directory after it (*pst, *have_pst). Under ns_lock.
+ */
+int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
+	      struct nb_fh *fh, struct stat *st, bool *have_st, struct stat *pst, bool *have_pst)
+{
+	struct nb_fh parent;
+	char name[NAME_MAX + 1];
+	struct ns_wait *w;
+	sattr3 sa;
+	int rc;
+
+	*have_st = *have_pst = false;
+	if ((rc = parent_of(nb, path, &parent, name)))
+		return rc;
+	if (!(w = ns_new(dir ? NS_MKDIR : NS_CREATE)))
+		return -ENOMEM;
+	memset(&sa, 0, sizeof(sa));
+	sa.mode.set_it = 1;
+	sa.mode.set_mode3_u.mode = (mode3)(mode & 07777);
+	if (dir) {
+		MKDIR3args a;
+
+		fh3(&a.where.dir, &parent);
+		a.where.name = name;
+		a.attributes = sa;
+		rc = ns_finish(nb, w, rpc_nfs3_mkdir_async(nfs_get_rpc_context(nb->ns), ns_cb, &a, w));
+	} else {
+		CREATE3args a;
+
+		memset(&a, 0, sizeof(a));
+		fh3(&a.where.dir, &parent);
+		a.where.name = name;
+		a.how.mode = excl ? GUARDED : UNCHECKED;
+		a.how.createhow3_u.obj_attributes = sa;
+		rc = ns_finish(nb, w, rpc_nfs3_create_async(nfs_get_rpc_context(nb->ns), ns_cb, &a, w));
+	}
+	if (rc)
+		return rc;
+	rc = w->rc;
+	if (rc == 0 && w->have_attr) {
+		nfsb_st_from_fattr(st, &w->attr);
+		*have_st = true;
+	}
+	if (rc == 0 && w->have_dir_attr) {
+		nfsb_st_from_fattr(pst, &w->dir_attr);
+		*have_pst = true;
+	}
+	if (rc == 0 && w->have_fh) {
+		*fh = w->fh;
+		fh_put(nb, path, strlen(path), fh);
+	} else if (rc == 0) {
+		/* No handle in the reply: looked up. */
+		rc = ns_lookup(nb, &parent, name, fh, st, have_st);
+		if (rc == 0)
+			fh_put(nb, path, strlen(path), fh);
+	}
+	free(w);
+	return rc;
+}

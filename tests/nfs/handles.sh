@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The namespace by handle (nfs/handles.c): a path's handle is cached, and a
+# handle another client made stale (the tree removed and made again under
+# the same names) sends the call from the export's root once more, even
+# while the cache would keep it (--attr-cache 60s); times set to the
+# nanosecond; modes and owners right at once after create and setattr (the
+# attributes of the replies); a rename forgets the old paths; a create in a
+# known directory makes no walk from the root.
+source "$(dirname "$0")/common.sh"
+
+nfs_server_start "$WORK/export"
+nfs_mount h "$WORK/mnt" --attr-cache 60s --stats "$WORK/stats"
+# Another client, caching nothing.
+nfs_mount other "$WORK/other" --no-cache --attr-cache 0
+m=$WORK/mnt o=$WORK/other
+
+mkdir -p "$m/d/e"
+echo one >"$m/d/e/f"
+# Committed before the other client removes it (a commit of a file removed
+# meanwhile is refused as stale, and retried).
+sync "$m/d/e/f"
+[[ $(cat "$m/d/e/f") == one ]] || fail "d/e/f through the mount"
+[[ $(cat "$o/d/e/f") == one ]] || fail "d/e/f through the other client"
+
+# The other client replaces the tree: our handles of d and d/e are stale.
+rm -rf "$o/d"
+mkdir -p "$o/d/e"
+echo two >"$o/d/e/g"
+[[ $(cat "$m/d/e/g" 2>&1) == two ]] || fail "d/e/g after the tree was made again: $(cat "$m/d/e/g" 2>&1)"
+echo "a stale handle: looked up again from the root"
+
+# Times to the nanosecond, modes and owners, seen at once by both clients.
+touch "$m/t"
+touch -m -d '2001-02-03 04:05:06.123456789' "$m/t"
+for c in "$m" "$o"; do
+	[[ $(stat -c %y "$c/t") == "2001-02-03 04:05:06.123456789"* ]] ||
+		fail "mtime of t through $c: $(stat -c %y "$c/t")"
+done
+chmod 751 "$m/t"
+chown 1234:5678 "$m/t"
+for c in "$m" "$o"; do
+	[[ $(stat -c '%a %u %g' "$c/t") == "751 1234 5678" ]] ||
+		fail "t through $c: $(stat -c '%a %u %g' "$c/t")"
+done
+truncate -s 5 "$m/t"
+[[ $(stat -c %s "$m/t") == 5 && $(stat -c %s "$o/t") == 5 ]] || fail "t's size after truncate"
+echo "times, modes, owners and sizes set show at once"
+
+# A rename of a directory forgets the paths below it.
+mv "$m/d" "$m/d2"
+[[ ! -e $m/d && $(cat "$m/d2/e/g") == two ]] || fail "d2/e/g after the rename of d"
+mkdir "$m/d"
+echo three >"$m/d/x"
+[[ $(cat "$o/d/x") == three && ! -e $o/d/e ]] || fail "a new d after the rename"
+echo "a rename forgets the paths below it"
+
+# A create in a directory whose handle is cached: no LOOKUP3 walk.
+stat "$m/d2/e" >/dev/null
+stats_next "$WORK/stats"
+before=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
+: >"$m/d2/e/new"
+stats_next "$WORK/stats"
+after=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
+echo "a create in d2/e: $((after - before)) calls"
+# (the name looked up and missing, the CREATE3, a GETATTR3 at most; a walk
+# from the root would add 2 LOOKUP3s)
+[[ $((after - before)) -le 3 ]] || fail "a create made $((after - before)) calls"
+ufs_unmount other "$WORK/other"
+ufs_unmount h "$WORK/mnt"
+echo PASS
