@@ -16,8 +16,8 @@ m=$WORK/mnt o=$WORK/other
 
 mkdir -p "$m/d/e"
 echo one >"$m/d/e/f"
-# Committed before the other client removes it (a commit of a file removed
-# meanwhile is refused as stale, and retried).
+# Committed before the other client removes it (a file removed before its
+# commit: below).
 sync "$m/d/e/f"
 [[ $(cat "$m/d/e/f") == one ]] || fail "d/e/f through the mount"
 [[ $(cat "$o/d/e/f") == one ]] || fail "d/e/f through the other client"
@@ -65,6 +65,20 @@ echo "a create in d2/e: $((after - before)) calls"
 # (the name looked up and missing, the CREATE3, a GETATTR3 at most; a walk
 # from the root would add 2 LOOKUP3s)
 [[ $((after - before)) -le 3 ]] || fail "a create made $((after - before)) calls"
+
+# A file written here (answered UNSTABLE, not committed yet) and removed by
+# the other client: its COMMIT3 is refused as stale. The daemon writes its
+# chunks again, they are refused too and end as lost (the error goes to
+# fsync and close): no commit asked again for ever, the unmount ends.
+echo lost >"$m/lost"
+rm -f "$o/lost"
+t0=$SECONDS
+for _ in $(seq 300); do
+	grep -q "COMMIT of .*lost: stale" "$WORK/h.log" && break
+	sleep 0.1
+done
+grep -q "COMMIT of .*lost: stale" "$WORK/h.log" || fail "no stale COMMIT3 of lost seen in 30 s"
+echo "a file removed by another client before its commit: stale COMMIT3 after $((SECONDS - t0)) s, its data written again and refused"
 ufs_unmount other "$WORK/other"
 ufs_unmount h "$WORK/mnt"
 echo PASS

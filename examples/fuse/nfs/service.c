@@ -304,7 +304,25 @@ static void req_complete(struct nb *nb, struct req *r)
 		pthread_cond_broadcast(&nb->cond);
 		ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 	} else if (r->kind == REQ_COMMIT) {
-		if (r->status) {
+		if (r->status == -ESTALE) {
+			/* The file is gone from the server (another client
+			 * removed it): its unstable data can never be
+			 * committed, and a commit asked again would be refused
+			 * again, for ever. Written again, as after a restart:
+			 * its WRITE3s are refused as stale too, and its chunks
+			 * end US_WRITE_LOST, the error reported by the next
+			 * fsync or close, as the Linux NFS client does. */
+			int n;
+
+			atomic_fetch_add(&nb->commit_errors, 1);
+			n = us_backend_commit_lost(nb->fs->backend);
+			if (n > 0)
+				atomic_fetch_add(&nb->lost_bufs, (uint64_t)n);
+			fprintf(stderr,
+				"unstable-fuse: %s: COMMIT of %s: stale (removed on the server): "
+				"%d unstable chunks are written again\n",
+				nb->url, r->file->path, n);
+		} else if (r->status) {
 			atomic_fetch_add(&nb->commit_errors, 1);
 			fprintf(stderr, "unstable-fuse: %s: COMMIT: %s\n", nb->url,
 				strerror(-r->status));
