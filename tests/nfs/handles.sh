@@ -66,6 +66,17 @@ echo "a create in d2/e: $((after - before)) calls"
 # from the root would add 2 LOOKUP3s)
 [[ $((after - before)) -le 3 ]] || fail "a create made $((after - before)) calls"
 
+# A file of two names: a chmod by one shows through the other at once (the
+# other name's cached attributes forgotten).
+echo x >"$m/hl1"
+ln "$m/hl1" "$m/hl2"
+stat "$m/hl2" >/dev/null
+chmod 640 "$m/hl1"
+chown 4321:8765 "$m/hl1"
+[[ $(stat -c '%a %u %g' "$m/hl2") == "640 4321 8765" ]] ||
+	fail "hl2 after a chmod and chown of hl1: $(stat -c '%a %u %g' "$m/hl2")"
+echo "a setattr by one name shows through the file's other names"
+
 # A file written here (answered UNSTABLE, not committed yet) and removed by
 # the other client: its COMMIT3 is refused as stale. The daemon writes its
 # chunks again, they are refused too and end as lost (the error goes to

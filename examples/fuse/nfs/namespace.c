@@ -35,8 +35,8 @@ static char *abs_path(const char *rel)
  * is 3 s), and a name found missing too. What this client changes it
  * forgets at once: a name and its parent after a call that makes or
  * removes it, a name after a SETATTR3 of it (its directory did not
- * change), everything after a rename, link or unlink (other names of the
- * same file), a file's name when a write of its data is answered. A
+ * change) and the file's other names if it has several, everything after
+ * a rename, link or unlink (other names of the same file), a file's name when a write of its data is answered. A
  * change made by another client shows after the lifetime at most, as with
  * NFS's own attribute cache. An answer that raced a change (the cache's
  * generation moved while it was asked) is not kept. The attributes a
@@ -155,6 +155,25 @@ void nfsb_ac_forget_file(struct nb *nb, const char *path)
 	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
 	nb->ac_gen++;
 	ac_drop(nb, path);
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+}
+
+/* Forgets the other names of the file ino but keep (its hard links): after
+ * a SETATTR3 of it by one name. */
+static void ac_forget_links(struct nb *nb, const char *keep, ino_t ino)
+{
+	if (!nb->ac)
+		return;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	nb->ac_gen++;
+	for (size_t i = 0; i < AC_SLOTS; i++) {
+		struct ac_ent *e = &nb->ac[i];
+
+		if (e->path && e->rc == 0 && e->st.st_ino == ino && strcmp(e->path, keep) != 0) {
+			free(e->path);
+			e->path = NULL;
+		}
+	}
 	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
 }
 
@@ -579,6 +598,9 @@ static int setattr_of(struct nb *nb, struct ufs_bfile *f, const char *p, const s
 		ac_forget_put(nb, f ? f->path : p, false, rc == 0 && have ? &st : NULL, NULL, gen,
 			      &now);
 	}
+	/* A file of several names: the others' attributes changed too. */
+	if (rc == 0 && have && st.st_nlink > 1 && !S_ISDIR(st.st_mode))
+		ac_forget_links(nb, f ? f->path : p, st.st_ino);
 	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	return rc;
 }

@@ -226,15 +226,24 @@ int nfsb_req_wait(struct nb *nb, struct req *r)
 }
 
 /* Service thread, no lock: the server restarted (a new verifier). */
+/* Every unstable chunk of the mount DIRTY again, to be written again:
+ * their number. */
+static int write_again(struct nb *nb)
+{
+	int n = us_backend_commit_lost(nb->fs->backend);
+
+	if (n > 0)
+		atomic_fetch_add(&nb->lost_bufs, (uint64_t)n);
+	return n;
+}
+
 static void verifier_changed(struct nb *nb, const char *verf)
 {
 	int n;
 
 	memcpy(nb->verf, verf, sizeof(nb->verf));
 	atomic_fetch_add(&nb->verf_changes, 1);
-	n = us_backend_commit_lost(nb->fs->backend);
-	if (n > 0)
-		atomic_fetch_add(&nb->lost_bufs, (uint64_t)n);
+	n = write_again(nb);
 	fprintf(stderr,
 		"unstable-fuse: %s: the server's write verifier changed (it restarted): "
 		"%d unstable chunks are written again\n",
@@ -315,9 +324,7 @@ static void req_complete(struct nb *nb, struct req *r)
 			int n;
 
 			atomic_fetch_add(&nb->commit_errors, 1);
-			n = us_backend_commit_lost(nb->fs->backend);
-			if (n > 0)
-				atomic_fetch_add(&nb->lost_bufs, (uint64_t)n);
+			n = write_again(nb);
 			fprintf(stderr,
 				"unstable-fuse: %s: COMMIT of %s: stale (removed on the server): "
 				"%d unstable chunks are written again\n",
