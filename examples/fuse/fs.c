@@ -1450,6 +1450,10 @@ static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi
 	 * close (as Linux's errseq does for an error nobody has seen). */
 	if (h->ino)
 		h->since = atomic_load(&h->ino->err_seen);
+	/* A file with several names: no page cache that another name's
+	 * writes would leave stale (links.c). */
+	if (h->ino && ufs_links_known(fs, h->ino->dev, h->ino->ino))
+		fi->direct_io = 1;
 	if (trunc)
 		rc = h->ino ? inode_truncate(fs, h->ino, 0) : fs->be->ftruncate(fs, f, 0);
 	fi->fh = (uint64_t)(uintptr_t)h;
@@ -1696,6 +1700,24 @@ static int hidden_make(struct ufs *fs, const char *from, const char *to)
 	return rc ? rc : 1;
 }
 
+/* After a change through path (or handle h) to a file that may have other
+ * names: the kernel drops what it caches for them (links.c). */
+static void links_changed(struct ufs *fs, const char *path, struct ufs_handle *h)
+{
+	struct stat st;
+
+	if (!atomic_load_explicit(&fs->nlinks_any, memory_order_relaxed))
+		return;
+	if (path && hidden_name(path))
+		path = NULL;
+	if (h && h->ino)
+		ufs_links_changed(fs, path, h->ino->dev, h->ino->ino);
+	else if (h && fs->be->fstat(fs, h->file, &st) == 0)
+		ufs_links_changed(fs, path, st.st_dev, st.st_ino);
+	else if (!h && path && fs->be->lstat(fs, rel(path), &st) == 0)
+		ufs_links_changed(fs, path, st.st_dev, st.st_ino);
+}
+
 static int ufs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
 	struct ufs *fs = ufs_self();
@@ -1713,6 +1735,8 @@ static int ufs_getattr(const char *path, struct stat *st, struct fuse_file_info 
 	}
 	if (rc != 0)
 		return rc;
+	if (path && !h && !hidden_name(path))
+		ufs_links_note(fs, path, st);
 	if ((ino = inode_find(fs, st))) {
 		ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
 		st->st_size = (off_t)ino->size;
@@ -1766,7 +1790,7 @@ static void inode_times_set(struct ufs_inode *ino)
 	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 }
 
-static int ufs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
+static int truncate_of(const char *path, off_t size, struct fuse_file_info *fi)
 {
 	struct ufs *fs = ufs_self();
 	struct ufs_handle *h = handle_of(fi);
@@ -1795,6 +1819,15 @@ static int ufs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	return fs->be->truncate(fs, rel(path), (uint64_t)size);
 }
 
+static int ufs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
+{
+	int rc = truncate_of(path, size, fi);
+
+	if (rc == 0)
+		links_changed(ufs_self(), path, handle_of(fi));
+	return rc;
+}
+
 static int ufs_unlink(const char *path)
 {
 	struct ufs *fs = ufs_self();
@@ -1808,31 +1841,39 @@ static int ufs_unlink(const char *path)
 	rc = fs->be->unlink(fs, rel(path));
 	if (rc)
 		return rc;
-	if (had)
+	if (had) {
 		inode_unlinked(fs, &st);
+		ufs_links_unlinked(fs, path, st.st_dev, st.st_ino);
+	}
 	return 0;
 }
 
 static int ufs_rename(const char *from, const char *to, unsigned int flags)
 {
 	struct ufs *fs = ufs_self();
-	struct stat st;
-	bool had;
+	struct stat st, mst;
+	bool had, moved;
 	int rc;
 
 	if (!flags && (rc = hidden_make(fs, from, to)) != 0)
 		return rc < 0 ? rc : 0;
 	had = fs->be->lstat(fs, rel(to), &st) == 0;
+	moved = atomic_load_explicit(&fs->nlinks_any, memory_order_relaxed) &&
+		fs->be->lstat(fs, rel(from), &mst) == 0;
 	/* The cache follows the inode, not the name: nothing moves. */
 	rc = fs->be->rename(fs, rel(from), rel(to), flags);
 	if (rc)
 		return rc;
-	if (had && !(flags & RENAME_EXCHANGE))
+	if (had && !(flags & RENAME_EXCHANGE)) {
 		inode_unlinked(fs, &st);
+		ufs_links_unlinked(fs, to, st.st_dev, st.st_ino);
+	}
+	if (moved && !(flags & RENAME_EXCHANGE))
+		ufs_links_renamed(fs, from, to, mst.st_dev, mst.st_ino);
 	return 0;
 }
 
-static int ufs_utimens(const char *path, const struct timespec tv[2], struct fuse_file_info *fi)
+static int utimens_of(const char *path, const struct timespec tv[2], struct fuse_file_info *fi)
 {
 	struct ufs *fs = ufs_self();
 	struct ufs_handle *h = handle_of(fi);
@@ -1859,6 +1900,15 @@ static int ufs_utimens(const char *path, const struct timespec tv[2], struct fus
 		inode_times_set(ino ? ino : h->ino);
 	if (ino)
 		inode_put(fs, ino);
+	return rc;
+}
+
+static int ufs_utimens(const char *path, const struct timespec tv[2], struct fuse_file_info *fi)
+{
+	int rc = utimens_of(path, tv, fi);
+
+	if (rc == 0)
+		links_changed(ufs_self(), path, handle_of(fi));
 	return rc;
 }
 
@@ -1895,10 +1945,16 @@ static int ufs_symlink(const char *target, const char *path)
 
 static int ufs_link(const char *from, const char *to)
 {
-	return ufs_self()->be->link(ufs_self(), rel(from), rel(to));
+	struct ufs *fs = ufs_self();
+	struct stat st;
+	int rc = fs->be->link(fs, rel(from), rel(to));
+
+	if (rc == 0 && fs->be->lstat(fs, rel(to), &st) == 0)
+		ufs_links_linked(fs, from, to, &st);
+	return rc;
 }
 
-static int ufs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
+static int chmod_of(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
 	struct ufs *fs = ufs_self();
 	struct ufs_handle *h = handle_of(fi);
@@ -1916,7 +1972,16 @@ static int ufs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	return fs->be->chmod(fs, rel(path), mode);
 }
 
-static int ufs_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
+static int ufs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
+{
+	int rc = chmod_of(path, mode, fi);
+
+	if (rc == 0)
+		links_changed(ufs_self(), path, handle_of(fi));
+	return rc;
+}
+
+static int chown_of(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
 {
 	struct ufs *fs = ufs_self();
 	struct ufs_handle *h = handle_of(fi);
@@ -1932,6 +1997,15 @@ static int ufs_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_in
 		return rc;
 	}
 	return fs->be->chown(fs, rel(path), uid, gid);
+}
+
+static int ufs_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
+{
+	int rc = chown_of(path, uid, gid, fi);
+
+	if (rc == 0)
+		links_changed(ufs_self(), path, handle_of(fi));
+	return rc;
 }
 
 static int ufs_statfs(const char *path, struct statvfs *st)
@@ -2050,11 +2124,12 @@ static void *ufs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	 * unlinks it, under a hidden name for libfuse (hidden_make()). */
 	cfg->nullpath_ok = 1;
 	cfg->hard_remove = 0; /* hidden names, handled here (hidden_make()) */
-	/* Attributes are not cached by the kernel: link, unlink and rename
-	 * change a file's ctime in the backing filesystem (and a write its
-	 * times here), which a second of cached attributes hid from stat (as
-	 * libfuse's passthrough example, which sets it too). */
-	cfg->attr_timeout = 0;
+	/* The kernel keeps attributes for a second: a stat costs no request.
+	 * What changes them behind the name the kernel asked for (link, unlink
+	 * and chmod through another name of the same file) has the kernel drop
+	 * them (links.c); a write and a truncate through the name update them
+	 * in the kernel. */
+	cfg->attr_timeout = 1.0;
 	/* The filesystem is the cache: the kernel writes through to it;
 	 * unless --kernel-writeback (meant with --no-cache: the kernel's page
 	 * cache in front of an uncached client, for comparison). */

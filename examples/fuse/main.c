@@ -267,8 +267,8 @@ static char *absolute(const char *name)
 }
 
 /* libfuse's own options, but those init() sets whatever is given
- * (attr_timeout: 0, so that stat sees the ctime link, unlink and rename
- * set): the help must not offer them. libfuse prints to stdout; its text
+ * (attr_timeout: a second, with the names of a file's other links kept in
+ * step, links.c): the help must not offer them. libfuse prints to stdout; its text
  * is caught and filtered (printed whole if it cannot be caught). */
 static void lib_help(struct fuse_args *fa)
 {
@@ -302,7 +302,7 @@ static void lib_help(struct fuse_args *fa)
 		if (!skip)
 			fwrite(line, 1, (size_t)(next - line), stdout);
 	}
-	printf("    (attr_timeout is 0, use_ino on: set by unstable-fuse)\n");
+	printf("    (attr_timeout is 1 s, use_ino on: set by unstable-fuse)\n");
 	free(text);
 }
 
@@ -587,6 +587,7 @@ static void tables_init(struct ufs *fs)
 	pthread_mutex_init(&fs->itable_lock, NULL);
 	pthread_cond_init(&fs->itable_cond, NULL);
 	pthread_mutex_init(&fs->dom_lock, NULL);
+	pthread_mutex_init(&fs->links_lock, NULL);
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
@@ -646,6 +647,7 @@ static void state_free(struct ufs *fs, bool attached)
 		fs->domains = d->next;
 		free(d);
 	}
+	ufs_links_free(fs);
 	if (attached)
 		fs->be->detach(fs);
 	free(fs->opt.stats_path);

@@ -111,7 +111,9 @@
  *                      by the calls that change names).
  *  11 fs->dom_lock     the domain table (a leaf; under itable_lock when a new
  *                      inode's domain is looked up).
- *  12 l->lock          the request loop's hand-over of the reading (loop.c;
+ *  12 fs->links_lock   the names of files with several links (links.c; a
+ *                      leaf, taken with no other lock held).
+ *  13 l->lock          the request loop's hand-over of the reading (loop.c;
  *                      a leaf): ufs_loop_yield() takes it with any of the
  *                      above held, before a blocking take, a backend's read,
  *                      a wait.
@@ -150,7 +152,8 @@ enum ufs_lock_rank {
 	UFS_RANK_NFS = 9,
 	UFS_RANK_NFS_AC = 10,
 	UFS_RANK_DOM = 11,
-	UFS_RANK_LOOP = 12,
+	UFS_RANK_LINKS = 12,
+	UFS_RANK_LOOP = 13,
 };
 
 /* The witness, and the lock helpers every lock site goes through. */
@@ -314,6 +317,13 @@ struct ufs {
 	bool reaper_on, reaper_stop;
 	pthread_cond_t reaper_cond;
 
+	/* The names of files with several links (links.c): a table of
+	 * nlinks entries under links_lock; nlinks_any once there was one. */
+	pthread_mutex_t links_lock;
+	struct ufs_link *links[UFS_HASH];
+	unsigned nlinks;
+	atomic_bool nlinks_any;
+
 	pthread_mutex_t dom_lock;
 	struct ufs_domain *domains;
 	unsigned ndomains;
@@ -322,6 +332,17 @@ struct ufs {
 	int cg_version;	  /* 1 or 2; 0 when none was found */
 	const char *proc; /* where /proc is: NULL for "/proc" (tests point it elsewhere) */
 };
+
+/* links.c: the names of files with more than one link, kept so that a
+ * change through one name reaches the kernel's cache of the others. */
+struct stat;
+void ufs_links_note(struct ufs *fs, const char *path, const struct stat *st);
+bool ufs_links_known(struct ufs *fs, dev_t dev, ino_t ino);
+void ufs_links_changed(struct ufs *fs, const char *path, dev_t dev, ino_t ino);
+void ufs_links_unlinked(struct ufs *fs, const char *path, dev_t dev, ino_t ino);
+void ufs_links_linked(struct ufs *fs, const char *from, const char *to, const struct stat *st);
+void ufs_links_renamed(struct ufs *fs, const char *from, const char *to, dev_t dev, ino_t ino);
+void ufs_links_free(struct ufs *fs);
 
 /* fs.c */
 const struct fuse_operations *ufs_operations(void);

@@ -68,6 +68,8 @@ static inline const char *ufs_rank_name(enum ufs_lock_rank r)
 		return "NFS ac_lock";
 	case UFS_RANK_DOM:
 		return "dom_lock";
+	case UFS_RANK_LINKS:
+		return "links_lock";
 	case UFS_RANK_LOOP:
 		return "request loop lock";
 	}

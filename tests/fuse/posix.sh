@@ -157,6 +157,38 @@ os.close(fd)
 for where in (m, backing):
     if any(n.startswith(".fuse_hidden") or n == "gone" for n in os.listdir(where)):
         bad.append("left after the last close in %s: %s" % (where, os.listdir(where)))
+# Two names of one file: what one changes, the other shows at once (the
+# kernel keeps attributes for a second, and each name is its own kernel
+# inode): link count, mode, size, times, data.
+a, b2 = m + "/hl_a", m + "/hl_b"
+fd = os.open(a, os.O_CREAT | os.O_RDWR, 0o644)
+os.write(fd, b"x" * 1000)
+os.close(fd)
+os.stat(a)
+os.link(a, b2)
+def same(what, got, want):
+    if got != want: bad.append("hard link, %s: %r, not %r" % (what, got, want))
+same("nlink of the source after link", os.stat(a).st_nlink, 2)
+os.stat(b2)
+os.chmod(a, 0o600)
+same("mode through the other name after chmod", os.stat(b2).st_mode & 0o777, 0o600)
+os.truncate(a, 500)
+same("size through the other name after truncate", os.stat(b2).st_size, 500)
+os.utime(a, (1000000000, 1000000000))
+same("mtime through the other name after utime", os.stat(b2).st_mtime, 1000000000)
+fa, fb = os.open(a, os.O_RDWR), os.open(b2, os.O_RDWR)
+os.pread(fb, 100, 0)
+os.pwrite(fa, b"new", 0)
+same("data read through the other name", os.pread(fb, 3, 0), b"new")
+os.fchmod(fa, 0o640)
+same("mode through the other name after fchmod", os.stat(b2).st_mode & 0o777, 0o640)
+os.ftruncate(fa, 5)
+same("size through the other name after ftruncate", os.stat(b2).st_size, 5)
+os.close(fa)
+os.close(fb)
+os.unlink(a)
+same("nlink of the other name after unlink", os.stat(b2).st_nlink, 1)
+os.unlink(b2)
 for b in bad: print("FAIL:", b, file=sys.stderr)
 sys.exit(1 if bad else 0)
 PY
