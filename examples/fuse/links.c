@@ -174,7 +174,8 @@ static char **others(struct ufs *fs, const char *path, dev_t dev, ino_t ino, boo
 		name_remove(l, path);
 	if ((out = calloc(l->n + 1, sizeof(*out)))) {
 		for (unsigned i = 0; i < l->n; i++)
-			if ((!path || strcmp(l->names[i], path) != 0) && (out[k] = strdup(l->names[i])))
+			if ((!path || strcmp(l->names[i], path) != 0) &&
+			    (out[k] = strdup(l->names[i])))
 				k++;
 	}
 	/* Down to one name (or none): nothing left to keep in step. */
