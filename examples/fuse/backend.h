@@ -56,6 +56,10 @@ struct ufs_backend {
 	 * being unlinked is renamed to a hidden name instead, removed at its
 	 * last close: the NFS client's "silly rename" (fs.c hidden_make()). */
 	bool unlinked_lives;
+	/* Other clients change its files (a server): the kernel keeps
+	 * attributes only as long as --attr-cache, 0 asking at every stat
+	 * (fs.c ufs_init()); else for a second. */
+	bool shared;
 
 	/* Opens the backend (target: the directory or the URL) before the
 	 * mount; on failure prints a message naming the problem and returns a

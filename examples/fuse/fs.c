@@ -2128,8 +2128,9 @@ static void *ufs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	 * What changes them behind the name the kernel asked for (link, unlink
 	 * and chmod through another name of the same file) has the kernel drop
 	 * them (links.c); a write and a truncate through the name update them
-	 * in the kernel. */
-	cfg->attr_timeout = 1.0;
+	 * in the kernel. A server's files, which other clients change: as
+	 * long as --attr-cache keeps them (0: the kernel asks at every stat). */
+	cfg->attr_timeout = ufs_self()->be->shared ? (double)ufs_self()->opt.attr_cache_ns / 1e9 : 1.0;
 	/* The filesystem is the cache: the kernel writes through to it;
 	 * unless --kernel-writeback (meant with --no-cache: the kernel's page
 	 * cache in front of an uncached client, for comparison). */

@@ -1005,6 +1005,7 @@ static int nfs_access_path(struct ufs *fs, const char *rel, int mask)
 
 const struct ufs_backend ufs_backend_nfs = {
 	.name = "nfs",
+	.shared = true,
 	.page_writeback = true,
 	.attach = nfsb_attach,
 	.start = nfsb_start,
