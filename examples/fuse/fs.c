@@ -1450,10 +1450,6 @@ static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi
 	 * close (as Linux's errseq does for an error nobody has seen). */
 	if (h->ino)
 		h->since = atomic_load(&h->ino->err_seen);
-	/* A file with several names: no page cache that another name's
-	 * writes would leave stale (links.c). */
-	if (h->ino && ufs_links_known(fs, h->ino->dev, h->ino->ino))
-		fi->direct_io = 1;
 	if (trunc)
 		rc = h->ino ? inode_truncate(fs, h->ino, 0) : fs->be->ftruncate(fs, f, 0);
 	fi->fh = (uint64_t)(uintptr_t)h;

@@ -12,15 +12,12 @@
  * the file's other names would show the old ones for up to a second. So:
  *
  *  - the names under which the kernel has looked at a file (not a
- *    directory) with more than one link (ufs_links_note(), from getattr) are kept here,
- *    per file (device and inode number);
+ *    directory) with more than one link (ufs_links_note(), from getattr)
+ *    are kept here, per file (device and inode number);
  *  - a change through one name has the kernel drop what it caches for
  *    every other name kept (ufs_links_changed(): fuse_invalidate_path(),
  *    which writes the notification before the call is answered), and link
- *    has it drop the source name's too (the new link count and ctime);
- *  - a regular file among them is opened with direct I/O (ufs_links_known(), fs.c
- *    attach()), so that no name reads data that another name's page cache
- *    holds.
+ *    has it drop the source name's too (the new link count and ctime).
  *
  * A file's entry goes when it is down to one name. A name moved by a
  * rename of its directory is not followed: invalidating it finds nothing,
@@ -32,11 +29,15 @@
  * The notification is written from the request's own thread, with no lock
  * of the client held: the kernel drops the other inodes' attributes and
  * page cache, which needs no lock that the request being served holds (it
- * holds the locks of its own inode and directory). Writes do not notify
- * (a write through one name of an open file would have to wait for pages
- * locked by a write through another): with direct I/O there is no cached
- * data to go stale, and the size and times seen through another name catch
- * up within the second.
+ * holds the locks of its own inode and directory). Writes do not notify:
+ * the kernel holds the pages of a write while the daemon serves it, so a
+ * write through one name that waited for the pages of a write through
+ * another, which waited for the first's, would never end. What a write
+ * changes reaches another name at its next open (the kernel drops a file's
+ * pages at each open), or within the second for a descriptor already open
+ * there, as with any libfuse path-based filesystem that lets the kernel
+ * keep attributes. (Direct I/O for such files would keep their data in
+ * step, but the kernel then refuses a shared mmap of them: ENODEV.)
  */
 #define _GNU_SOURCE
 #define FUSE_USE_VERSION 312
@@ -140,18 +141,6 @@ void ufs_links_note(struct ufs *fs, const char *path, const struct stat *st)
 	if (l)
 		name_add(l, path);
 	ufs_mutex_unlock(&fs->links_lock, UFS_RANK_LINKS);
-}
-
-bool ufs_links_known(struct ufs *fs, dev_t dev, ino_t ino)
-{
-	bool known;
-
-	if (!atomic_load_explicit(&fs->nlinks_any, memory_order_relaxed))
-		return false;
-	ufs_mutex_lock(&fs->links_lock, UFS_RANK_LINKS);
-	known = *find(fs, dev, ino) != NULL;
-	ufs_mutex_unlock(&fs->links_lock, UFS_RANK_LINKS);
-	return known;
 }
 
 /*

@@ -337,7 +337,6 @@ struct ufs {
  * change through one name reaches the kernel's cache of the others. */
 struct stat;
 void ufs_links_note(struct ufs *fs, const char *path, const struct stat *st);
-bool ufs_links_known(struct ufs *fs, dev_t dev, ino_t ino);
 void ufs_links_changed(struct ufs *fs, const char *path, dev_t dev, ino_t ino);
 void ufs_links_unlinked(struct ufs *fs, const char *path, dev_t dev, ino_t ino);
 void ufs_links_linked(struct ufs *fs, const char *from, const char *to, const struct stat *st);
