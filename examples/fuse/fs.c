@@ -39,6 +39,7 @@ struct ufs_handle {
 	pthread_mutex_t lock;	/* since (rank 2, ufuse.h "LOCKS") */
 	uint64_t since;		/* the errseq cursor of this open file */
 	atomic_bool wrote;	/* a write came through this handle */
+	char *path;		/* the name it was opened by (links.c), or NULL */
 };
 
 static struct ufs *ufs_self(void)
@@ -1432,7 +1433,10 @@ out:
 /* ------------------------------------------------------------------------ */
 /* Open, close, sync                                                         */
 
-static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi, bool trunc)
+static void links_changed(struct ufs *fs, const char *path, struct ufs_handle *h);
+
+static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi, bool trunc,
+		  const char *path)
 {
 	struct fuse_context *ctx = fuse_get_context();
 	struct ufs_handle *h = calloc(1, sizeof(*h));
@@ -1443,6 +1447,7 @@ static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi
 		return -ENOMEM;
 	}
 	h->file = f;
+	h->path = path ? strdup(path) : NULL;
 	pthread_mutex_init(&h->lock, NULL);
 	h->ino = inode_get(fs, f, ctx->pid, ctx->uid);
 	/* From the last error a descriptor was told of: one that came after
@@ -1453,6 +1458,8 @@ static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi
 	if (trunc)
 		rc = h->ino ? inode_truncate(fs, h->ino, 0) : fs->be->ftruncate(fs, f, 0);
 	fi->fh = (uint64_t)(uintptr_t)h;
+	if (trunc && rc == 0)
+		links_changed(fs, path, h);
 	return rc;
 }
 
@@ -1472,7 +1479,7 @@ static int ufs_open(const char *path, struct fuse_file_info *fi)
 
 	if (rc)
 		return rc;
-	return attach(fs, f, fi, fi->flags & O_TRUNC);
+	return attach(fs, f, fi, fi->flags & O_TRUNC, path);
 }
 
 /*
@@ -1539,7 +1546,7 @@ static int ufs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	}
 	if (rc)
 		return rc;
-	return attach(fs, f, fi, fi->flags & O_TRUNC);
+	return attach(fs, f, fi, fi->flags & O_TRUNC, path);
 }
 
 /* close(): a descriptor that wrote writes the file back (the writes are
@@ -1586,6 +1593,7 @@ static int ufs_release(const char *path, struct fuse_file_info *fi)
 		inode_put(ufs_self(), h->ino);
 	ufs_self()->be->close(ufs_self(), h->file);
 	pthread_mutex_destroy(&h->lock);
+	free(h->path);
 	free(h);
 	return 0;
 }
@@ -1693,6 +1701,8 @@ static int hidden_make(struct ufs *fs, const char *from, const char *to)
 		free(hd);
 	}
 	inode_put(fs, ino);
+	if (rc == 0)
+		ufs_links_unlinked(fs, from, st.st_dev, st.st_ino);
 	return rc ? rc : 1;
 }
 
@@ -1704,6 +1714,8 @@ static void links_changed(struct ufs *fs, const char *path, struct ufs_handle *h
 
 	if (!atomic_load_explicit(&fs->nlinks_any, memory_order_relaxed))
 		return;
+	if (!path && h)
+		path = h->path; /* a call through a descriptor: not its own name */
 	if (path && hidden_name(path))
 		path = NULL;
 	if (h && h->ino)
@@ -1864,8 +1876,10 @@ static int ufs_rename(const char *from, const char *to, unsigned int flags)
 		inode_unlinked(fs, &st);
 		ufs_links_unlinked(fs, to, st.st_dev, st.st_ino);
 	}
-	if (moved && !(flags & RENAME_EXCHANGE))
+	if (moved)
 		ufs_links_renamed(fs, from, to, mst.st_dev, mst.st_ino);
+	if (moved && had && (flags & RENAME_EXCHANGE))
+		ufs_links_renamed(fs, to, from, st.st_dev, st.st_ino);
 	return 0;
 }
 

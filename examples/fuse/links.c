@@ -22,22 +22,31 @@
  * A file's entry goes when it is down to one name. A name moved by a
  * rename of its directory is not followed: invalidating it finds nothing,
  * or another file, whose attributes are then only read again. At most
- * UFS_LINKS_MAX files are kept; past that, a further file's other names
+ * UFS_LINKS_MAX files are kept, and UFS_LINKS_NAMES names of each: a new
+ * file takes the place of another in its hash chain when the table is
+ * full, and the names past the limit are not kept; the names not kept
  * may show attributes up to a second old, as the attribute cache of an NFS
  * client does.
  *
- * The notification is written from the request's own thread, with no lock
- * of the client held: the kernel drops the other inodes' attributes and
- * page cache, which needs no lock that the request being served holds (it
- * holds the locks of its own inode and directory). Writes do not notify:
- * the kernel holds the pages of a write while the daemon serves it, so a
- * write through one name that waited for the pages of a write through
- * another, which waited for the first's, would never end. What a write
- * changes reaches another name at its next open (the kernel drops a file's
- * pages at each open), or within the second for a descriptor already open
- * there, as with any libfuse path-based filesystem that lets the kernel
- * keep attributes. (Direct I/O for such files would keep their data in
- * step, but the kernel then refuses a shared mmap of them: ENODEV.)
+ * The notifications are written by a thread of their own (notifier_main()),
+ * and the request waits for them up to 100 ms before it is answered, after
+ * handing the reading of requests to another thread (ufs_loop_yield()). The
+ * kernel drops the other names' attributes and page cache then, and may
+ * need requests answered first: a dirty shared mapping written out, a read
+ * holding a page; or the very request that waits, when the kernel holds the
+ * file's writes back until a truncate is answered (an ftruncate through a
+ * descriptor, whose name libfuse does not pass, invalidates every name of
+ * the file, its own too). Past 100 ms the request is answered and the
+ * notification completes once the kernel can go on: never a deadlock, at
+ * worst a name that shows old attributes for that long.
+ *
+ * Writes do not notify: what a write changes (data, size, mtime, a
+ * set-user-ID bit the kernel clears through a setattr, which does notify)
+ * reaches another name at its next open (the kernel drops a file's pages
+ * at each open), or within the second for a descriptor already open there,
+ * as with any libfuse path-based filesystem that lets the kernel keep
+ * attributes. (Direct I/O for such files would keep their data in step,
+ * but the kernel then refuses a shared mmap of them: ENODEV.)
  */
 #define _GNU_SOURCE
 #define FUSE_USE_VERSION 312
@@ -46,11 +55,22 @@
 
 #include <errno.h>
 #include <fuse.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
-#define UFS_LINKS_MAX 65536
+#define UFS_LINKS_MAX	  65536
+#define UFS_LINKS_NAMES	  256
+#define UFS_LINKS_WAIT_NS 100000000L
+
+/* Names to invalidate, in the order asked (fs->links_head). */
+struct ufs_notice {
+	struct ufs_notice *next;
+	char **names; /* NULL-terminated */
+	uint64_t ticket;
+};
 
 struct ufs_link {
 	struct ufs_link *next;
@@ -97,6 +117,8 @@ static bool name_add(struct ufs_link *l, const char *path)
 	for (unsigned i = 0; i < l->n; i++)
 		if (strcmp(l->names[i], path) == 0)
 			return true;
+	if (l->n == UFS_LINKS_NAMES)
+		return false;
 	if (l->n == l->cap) {
 		unsigned cap = l->cap ? 2 * l->cap : 2;
 		char **names = realloc(l->names, cap * sizeof(*names));
@@ -131,12 +153,28 @@ void ufs_links_note(struct ufs *fs, const char *path, const struct stat *st)
 		return;
 	ufs_mutex_lock(&fs->links_lock, UFS_RANK_LINKS);
 	p = find(fs, st->st_dev, st->st_ino);
-	if (!(l = *p) && fs->nlinks < UFS_LINKS_MAX && (l = calloc(1, sizeof(*l)))) {
-		l->dev = st->st_dev;
-		l->ino = st->st_ino;
-		*p = l;
-		fs->nlinks++;
-		atomic_store_explicit(&fs->nlinks_any, true, memory_order_relaxed);
+	if (!(l = *p) && (l = calloc(1, sizeof(*l)))) {
+		struct ufs_link **chain = &fs->links[bucket(st->st_dev, st->st_ino)];
+
+		/* Full: the new file takes the place of its chain's first. */
+		if (fs->nlinks >= UFS_LINKS_MAX && *chain) {
+			struct ufs_link *old = *chain;
+
+			*chain = old->next;
+			entry_free(old);
+			fs->nlinks--;
+		}
+		if (fs->nlinks < UFS_LINKS_MAX) {
+			l->dev = st->st_dev;
+			l->ino = st->st_ino;
+			l->next = *chain;
+			*chain = l;
+			fs->nlinks++;
+			atomic_store_explicit(&fs->nlinks_any, true, memory_order_relaxed);
+		} else {
+			free(l);
+			l = NULL;
+		}
 	}
 	if (l)
 		name_add(l, path);
@@ -178,50 +216,143 @@ out:
 	return out;
 }
 
-static void invalidate(char **names)
+static void names_free(char **names)
 {
-	struct fuse *f = fuse_get_context()->fuse;
-
-	if (!names)
-		return;
-	for (char **n = names; *n; n++) {
-		if (f)
-			fuse_invalidate_path(f, *n);
+	for (char **n = names; n && *n; n++)
 		free(*n);
-	}
 	free(names);
+}
+
+/* The notifier: writes the notifications queued, in order, with no lock
+ * held (see the top of this file). */
+static void *notifier_main(void *arg)
+{
+	struct ufs *fs = arg;
+
+	ufs_mutex_lock(&fs->links_lock, UFS_RANK_LINKS);
+	for (;;) {
+		struct ufs_notice *b;
+		bool stop;
+
+		while (!fs->links_head && !fs->links_stop)
+			ufs_cond_wait(&fs->links_cond, &fs->links_lock, UFS_RANK_LINKS);
+		if (!(b = fs->links_head))
+			break;
+		fs->links_head = b->next;
+		stop = fs->links_stop;
+		ufs_mutex_unlock(&fs->links_lock, UFS_RANK_LINKS);
+		for (char **n = b->names; *n && !stop; n++)
+			fuse_invalidate_path(fs->links_fuse, *n);
+		names_free(b->names);
+		ufs_mutex_lock(&fs->links_lock, UFS_RANK_LINKS);
+		fs->links_sent = b->ticket;
+		free(b);
+		pthread_cond_broadcast(&fs->links_done);
+	}
+	ufs_mutex_unlock(&fs->links_lock, UFS_RANK_LINKS);
+	return NULL;
+}
+
+/* Under links_lock: the notifier, started once (its signals blocked: they
+ * are for the request loop's threads). 0 or an errno. */
+static int notifier_start(struct ufs *fs)
+{
+	sigset_t all, old;
+	pthread_condattr_t ca;
+	int rc;
+
+	if (fs->links_on)
+		return 0;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&fs->links_done, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&fs->links_cond, NULL);
+	fs->links_fuse = fuse_get_context()->fuse;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(&fs->links_thread, NULL, notifier_main, fs);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		pthread_cond_destroy(&fs->links_done);
+		pthread_cond_destroy(&fs->links_cond);
+		return rc;
+	}
+	fs->links_on = true;
+	return 0;
+}
+
+/* Has the kernel drop what it caches for names (taken), and waits for it
+ * up to UFS_LINKS_WAIT_NS. */
+static void invalidate(struct ufs *fs, char **names)
+{
+	struct ufs_notice *b, **at;
+	struct timespec until;
+	uint64_t ticket;
+
+	if (!names || !names[0] || !fuse_get_context()->fuse) {
+		names_free(names);
+		return;
+	}
+	/* The kernel may need other requests answered first. */
+	ufs_loop_yield();
+	ufs_mutex_lock(&fs->links_lock, UFS_RANK_LINKS);
+	if (fs->links_stop || notifier_start(fs) != 0 || !(b = calloc(1, sizeof(*b)))) {
+		ufs_mutex_unlock(&fs->links_lock, UFS_RANK_LINKS);
+		names_free(names);
+		return;
+	}
+	b->names = names;
+	b->ticket = ticket = ++fs->links_queued;
+	for (at = &fs->links_head; *at; at = &(*at)->next)
+		;
+	*at = b; /* b is the notifier's from here */
+	pthread_cond_signal(&fs->links_cond);
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += UFS_LINKS_WAIT_NS;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (fs->links_sent < ticket && !fs->links_stop)
+		if (ufs_cond_timedwait(&fs->links_done, &fs->links_lock, &until, UFS_RANK_LINKS) ==
+		    ETIMEDOUT)
+			break;
+	ufs_mutex_unlock(&fs->links_lock, UFS_RANK_LINKS);
 }
 
 void ufs_links_changed(struct ufs *fs, const char *path, dev_t dev, ino_t ino)
 {
 	if (atomic_load_explicit(&fs->nlinks_any, memory_order_relaxed))
-		invalidate(others(fs, path, dev, ino, false));
+		invalidate(fs, others(fs, path, dev, ino, false));
 }
 
 void ufs_links_unlinked(struct ufs *fs, const char *path, dev_t dev, ino_t ino)
 {
 	if (path && atomic_load_explicit(&fs->nlinks_any, memory_order_relaxed))
-		invalidate(others(fs, path, dev, ino, true));
+		invalidate(fs, others(fs, path, dev, ino, true));
 }
 
 void ufs_links_linked(struct ufs *fs, const char *from, const char *to, const struct stat *st)
 {
-	struct fuse *f = fuse_get_context()->fuse;
 	char **names;
 
 	ufs_links_note(fs, from, st);
 	ufs_links_note(fs, to, st);
 	/* Every other name, the source's included: its link count and ctime
 	 * changed. The source at least when the file could not be kept. */
-	if ((names = others(fs, to, st->st_dev, st->st_ino, false)))
-		invalidate(names);
-	else if (f)
-		fuse_invalidate_path(f, from);
+	if (!(names = others(fs, to, st->st_dev, st->st_ino, false)) &&
+	    (names = calloc(2, sizeof(*names))) && !(names[0] = strdup(from))) {
+		free(names);
+		names = NULL;
+	}
+	invalidate(fs, names);
 }
 
 void ufs_links_renamed(struct ufs *fs, const char *from, const char *to, dev_t dev, ino_t ino)
 {
 	struct ufs_link *l;
+	bool kept_it = false;
 
 	if (!atomic_load_explicit(&fs->nlinks_any, memory_order_relaxed))
 		return;
@@ -229,8 +360,30 @@ void ufs_links_renamed(struct ufs *fs, const char *from, const char *to, dev_t d
 	if ((l = *find(fs, dev, ino))) {
 		name_remove(l, from);
 		name_add(l, to);
+		kept_it = true;
 	}
 	ufs_mutex_unlock(&fs->links_lock, UFS_RANK_LINKS);
+	/* Its ctime moved: the other names. */
+	if (kept_it)
+		invalidate(fs, others(fs, to, dev, ino, false));
+}
+
+void ufs_links_stop(struct ufs *fs)
+{
+	bool on;
+
+	ufs_mutex_lock(&fs->links_lock, UFS_RANK_LINKS);
+	fs->links_stop = true;
+	on = fs->links_on;
+	if (on)
+		pthread_cond_broadcast(&fs->links_cond);
+	ufs_mutex_unlock(&fs->links_lock, UFS_RANK_LINKS);
+	if (on) {
+		pthread_join(fs->links_thread, NULL);
+		pthread_cond_destroy(&fs->links_cond);
+		pthread_cond_destroy(&fs->links_done);
+		fs->links_on = false;
+	}
 }
 
 void ufs_links_free(struct ufs *fs)

@@ -721,6 +721,7 @@ out_engine:
 	/* No request comes any more: write back and commit everything, write
 	 * the last statistics, and shut the engine down. */
 	fuse_unmount(fuse);
+	ufs_links_stop(&fs);
 	us_domain_sync(us_engine_root(fs.engine));
 	stats_file(&fs);
 	if (ufs_engine_stop(&fs) != 0)

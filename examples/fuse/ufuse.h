@@ -111,8 +111,9 @@
  *                      by the calls that change names).
  *  11 fs->dom_lock     the domain table (a leaf; under itable_lock when a new
  *                      inode's domain is looked up).
- *  12 fs->links_lock   the names of files with several links (links.c; a
- *                      leaf, taken with no other lock held).
+ *  12 fs->links_lock   the names of files with several links and their
+ *                      notifier's queue (links.c; a leaf, taken with no
+ *                      other lock held).
  *  13 l->lock          the request loop's hand-over of the reading (loop.c;
  *                      a leaf): ufs_loop_yield() takes it with any of the
  *                      above held, before a blocking take, a backend's read,
@@ -138,6 +139,8 @@
 #include <unstable/unstable.h>
 
 #include "backend.h"
+
+struct fuse;
 
 /* The ranks of the client's locks, outermost first ("LOCKS" above). */
 enum ufs_lock_rank {
@@ -323,6 +326,14 @@ struct ufs {
 	struct ufs_link *links[UFS_HASH];
 	unsigned nlinks;
 	atomic_bool nlinks_any;
+	/* Their notifier thread (links.c), its queue and its progress;
+	 * under links_lock. */
+	struct ufs_notice *links_head;
+	uint64_t links_queued, links_sent;
+	pthread_cond_t links_cond, links_done;
+	pthread_t links_thread;
+	bool links_on, links_stop;
+	struct fuse *links_fuse;
 
 	pthread_mutex_t dom_lock;
 	struct ufs_domain *domains;
@@ -341,6 +352,8 @@ void ufs_links_changed(struct ufs *fs, const char *path, dev_t dev, ino_t ino);
 void ufs_links_unlinked(struct ufs *fs, const char *path, dev_t dev, ino_t ino);
 void ufs_links_linked(struct ufs *fs, const char *from, const char *to, const struct stat *st);
 void ufs_links_renamed(struct ufs *fs, const char *from, const char *to, dev_t dev, ino_t ino);
+/* Before fuse_destroy(): the notifier ends. */
+void ufs_links_stop(struct ufs *fs);
 void ufs_links_free(struct ufs *fs);
 
 /* fs.c */

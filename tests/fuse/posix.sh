@@ -200,6 +200,35 @@ for b in bad: print("FAIL:", b, file=sys.stderr)
 sys.exit(1 if bad else 0)
 PY
 
+# A file with a dirty shared mapping, linked, then truncated through a
+# descriptor while it has two names: the kernel writes the mapping out
+# while the other names are invalidated, which needs requests answered
+# meanwhile (a deadlock before, in both).
+timeout 60 python3 - "$M" <<'PY' || bad "link and ftruncate of a file with a dirty shared mapping (above; 124: hung)"
+import mmap, os, sys
+m = sys.argv[1]
+a, b = m + "/mm_a", m + "/mm_b"
+fd = os.open(a, os.O_CREAT | os.O_RDWR, 0o644)
+os.ftruncate(fd, 16384)
+mm = mmap.mmap(fd, 16384, mmap.MAP_SHARED)
+mm[0:1] = b"x"
+os.link(a, b)
+mm[4096:4097] = b"y"
+os.stat(b)
+os.ftruncate(fd, 4096)
+mm.close()
+os.close(fd)
+fd = os.open(b, os.O_RDONLY)
+st = os.fstat(fd)
+data = os.pread(fd, 2, 0)
+os.close(fd)
+os.unlink(a)
+os.unlink(b)
+if st.st_size != 4096 or data != b"x\0":
+    print("FAIL: after the link and ftruncate: size %d, data %r" % (st.st_size, data), file=sys.stderr)
+    sys.exit(1)
+PY
+
 # rename, link, unlink, truncate, chmod and writes move a file's ctime and
 # mtime as on the backing directory, at once (a file with cached writes
 # open meanwhile, and one without): the same sequence in both, each step's
