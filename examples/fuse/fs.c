@@ -2135,11 +2135,12 @@ static void *ufs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->nullpath_ok = 1;
 	cfg->hard_remove = 0; /* hidden names, handled here (hidden_make()) */
 	/* The kernel keeps attributes for a second: a stat costs no request.
-	 * What changes them behind the name the kernel asked for (link, unlink
-	 * and chmod through another name of the same file) has the kernel drop
-	 * them (links.c); a write and a truncate through the name update them
-	 * in the kernel. A server's files, which other clients change: as
-	 * long as --attr-cache keeps them (0: the kernel asks at every stat). */
+	 * A change through one name of a file with several (a link, an unlink,
+	 * a setattr) has the kernel drop what it caches for the others
+	 * (links.c, which says what a write does not reach at once); a write
+	 * and a truncate through a name update that name's. A server's files,
+	 * which other clients change: as long as --attr-cache keeps them (0:
+	 * the kernel asks at every stat). */
 	cfg->attr_timeout = ufs_self()->be->shared ? (double)ufs_self()->opt.attr_cache_ns / 1e9 : 1.0;
 	/* The filesystem is the cache: the kernel writes through to it;
 	 * unless --kernel-writeback (meant with --no-cache: the kernel's page

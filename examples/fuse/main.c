@@ -302,7 +302,7 @@ static void lib_help(struct fuse_args *fa)
 		if (!skip)
 			fwrite(line, 1, (size_t)(next - line), stdout);
 	}
-	printf("    (attr_timeout is 1 s, use_ino on: set by unstable-fuse)\n");
+	printf("    (attr_timeout is 1 s, over NFS --attr-cache; use_ino on: set by unstable-fuse)\n");
 	free(text);
 }
 
