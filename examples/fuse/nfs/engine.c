@@ -52,11 +52,13 @@ static int send_pages(struct nb *nb, struct ufs_inode *ino, us_object *obj, us_b
 			nfsb_wc_slot_put(nb, ino->file);
 			return -ENOMEM;
 		}
+		ufs_rwlock_rdlock(&ino->wb_lock, UFS_RANK_WB);
 		ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
 		end = ino->size;
+		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 		if (us_buf_offset(b) + from >= end) {
 			/* Past the end (a truncate cut it): nothing to keep. */
-			ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+			ufs_rwlock_unlock(&ino->wb_lock, UFS_RANK_WB);
 			nfsb_wc_slot_put(nb, ino->file);
 			free(r);
 			return 0;
@@ -75,7 +77,7 @@ static int send_pages(struct nb *nb, struct ufs_inode *ino, us_object *obj, us_b
 		r->part = p;
 		atomic_fetch_add(&p->left, 1);
 		rc = nfsb_wc_send(nb, r, iov, 2);
-		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+		ufs_rwlock_unlock(&ino->wb_lock, UFS_RANK_WB);
 		if (rc) {
 			atomic_fetch_sub(&p->left, 1);
 			free(r);
@@ -139,9 +141,13 @@ int nfsb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_
 			i++;
 			continue;
 		}
-		/* The slot first: data_lock is held only while one WRITE3 is
-		 * built and sent, so that a writer of the file waits for one
-		 * RPC's send at most, never for the server. */
+		/* The slot first, then wb_lock (shared) while one WRITE3 is
+		 * built and sent: a truncate waits for the send, so that what
+		 * it cuts is not sent after it. data_lock only to read the
+		 * size: a writer does not copy into a chunk under write-back
+		 * (unlocked_writeback: it waits for its completion), so the
+		 * chunks do not change while the kernel copies them, and a
+		 * writer of other chunks waits for no send. */
 		if ((rc = nfsb_wc_slot(nb, ino->file))) {
 			fail_bufs(bufs + i, n - i, rc == -ESHUTDOWN ? -EAGAIN : rc);
 			break;
@@ -151,11 +157,13 @@ int nfsb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_
 			fail_bufs(bufs + i, n - i, -ENOMEM);
 			break;
 		}
+		ufs_rwlock_rdlock(&ino->wb_lock, UFS_RANK_WB);
 		ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
 		end = ino->size;
+		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 		if (start >= end) {
 			/* Wholly past the end (a truncate cut it): nothing to keep. */
-			ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+			ufs_rwlock_unlock(&ino->wb_lock, UFS_RANK_WB);
 			nfsb_wc_slot_put(nb, ino->file);
 			free(r);
 			for (; i < n; i++)
@@ -184,7 +192,7 @@ int nfsb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_
 		/* Once queued, r belongs to the service thread, which may
 		 * complete and free it before nfsb_wc_send() returns here. */
 		rc = nfsb_wc_send(nb, r, iov, (int)(1 + k));
-		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+		ufs_rwlock_unlock(&ino->wb_lock, UFS_RANK_WB);
 		if (rc) {
 			free(r);
 			fail_bufs(bufs + i, n - i, rc);
@@ -196,6 +204,9 @@ int nfsb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_
 	}
 	if (bits != stack_bits)
 		free(bits);
+	/* Writers waiting for chunks this flush completed here (failed, or
+	 * past the end). */
+	ufs_writeback_done(ino);
 	return 0;
 }
 

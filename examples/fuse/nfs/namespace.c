@@ -1006,6 +1006,7 @@ static int nfs_access_path(struct ufs *fs, const char *rel, int mask)
 const struct ufs_backend ufs_backend_nfs = {
 	.name = "nfs",
 	.page_writeback = true,
+	.unlocked_writeback = true,
 	.attach = nfsb_attach,
 	.start = nfsb_start,
 	.detach = nfsb_detach,

@@ -306,6 +306,8 @@ static void req_complete(struct nb *nb, struct req *r)
 			nfsb_part_end(nb, r->bufs[0], r->part, res, r->status);
 		for (i = 0; !r->part && i < r->nbufs; i++)
 			us_buf_write_done(r->bufs[i], res, seq, r->status);
+		/* Writers waiting to copy into these chunks (unlocked_writeback). */
+		ufs_writeback_done(us_object_user(r->obj));
 		/* Only now may the file be drained (its object destroyed, the
 		 * file closed): nothing of r's is used after this. */
 		ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
