@@ -165,6 +165,10 @@ struct lnfs_fh {
  * spent 3 to 5 times the CPU per GiB: there 4 had lost to 2.)
  */
 #define NB_FILE_RPCS 8
+/* The backend's own COMMIT3s of a file (engine.c nfsb_early_commit()):
+ * one every NB_EARLY_BYTES answered, NB_EARLY_COMMITS in flight at most. */
+#define NB_EARLY_BYTES ((uint64_t)16 << 20)
+#define NB_EARLY_COMMITS 2
 #define WC_TIMEOUT_MS 10000 /* no reply for this long: the write connection is dropped */
 #define WC_HDR_MAX 512	    /* a WRITE3 call's bytes before its data */
 #define WC_RBUF (UFS_RPC_RECORD_MAX + 4) /* received bytes: a whole fragment fits */
@@ -191,6 +195,10 @@ struct ufs_bfile {
 	unsigned fhlen;
 	unsigned inflight; /* data RPCs in flight or waiting to be resent; under nb->lock */
 	unsigned wslots;   /* WRITE3s on the write connection (nfsb_wc_slot); under nb->lock */
+	/* Bytes answered UNSTABLE since the last COMMIT3 of the file was
+	 * sent, and the backend's own commits of it in flight (nfsb_early_commit()). */
+	_Atomic uint64_t acked;
+	atomic_uint early;
 };
 
 enum req_kind { REQ_WRITE, REQ_COMMIT, REQ_READ };
@@ -224,6 +232,7 @@ struct req {
 	uint64_t seq, epoch; /* commit: what it covers, of which epoch */
 	/* waited-for requests (reads, --no-cache writes) */
 	bool waited, done;
+	bool early; /* a commit of the backend's own (nfsb_early_commit()) */
 	/* the request */
 	uint64_t offset;
 	uint32_t count;
@@ -291,7 +300,7 @@ struct nb {
 	/* statistics (atomic: the stats thread reads them) */
 	atomic_uint_fast64_t writes, write_bytes, stable_replies, commits, verf_changes, lost_bufs,
 		reconnects, write_errors, commit_errors, reads, outage_ms, outage_last_ms,
-		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses, ns_rpcs;
+		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses, ns_rpcs, early_commits;
 	struct timespec down_since;
 };
 
@@ -348,6 +357,7 @@ void nfsb_wc_cred(struct nb *nb);
 int nfsb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
 	       uint64_t length, enum us_reason reason);
 int nfsb_commit(void *ctx, us_object *obj, enum us_reason reason);
+void nfsb_early_commit(struct nb *nb, struct ufs_bfile *f, us_object *obj, uint64_t bytes);
 void nfsb_drain(struct ufs *fs, struct ufs_bfile *f);
 
 /* namespace.c */
