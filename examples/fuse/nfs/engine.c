@@ -101,6 +101,7 @@ int nfsb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_
 
 	(void)offset;
 	(void)length;
+	(void)reason;
 	if (per > NB_MAX_GROUP)
 		per = NB_MAX_GROUP;
 	bits = n > 64 ? malloc(n * sizeof(*bits)) : stack_bits;
