@@ -19,7 +19,7 @@
  *                     under it (the caches).
  *    8 nb->send_lock  UFS_RANK_NFS_SEND: the write connection's socket,
  *                     across a WRITE3's sendmsg() (conn.c nfsb_wc_send(),
- *                     with the inode's data_lock held shared, lock not held);
+ *                     with the inode's wb_lock held shared, lock not held);
  *                     taken before lock when the connection is dropped or
  *                     made again (conn.c wc_down(), nfsb_wc_try_up()).
  *    9 nb->lock       UFS_RANK_NFS: the data context, its RPC slots, the
@@ -55,9 +55,12 @@
  *   flush    the run is cut into WRITE3 RPCs of adjacent chunks, up to
  *            NB_RPC_BYTES (256 KiB) and the server's wtmax, stable = UNSTABLE,
  *            clipped to the logical size, each sent with one sendmsg() from
- *            the chunks under the inode's data_lock (shared). At most
- *            --rpcs RPCs are in flight on the server, NB_FILE_RPCS of one
- *            file: the flush waits for a slot before it takes data_lock. A
+ *            the chunks under the inode's wb_lock (shared: a truncate
+ *            waits for the send), data_lock only to read the size; a
+ *            writer does not copy into a chunk under write-back
+ *            (unlocked_writeback), so the chunks do not change meanwhile.
+ *            At most --rpcs RPCs are in flight on the server, NB_FILE_RPCS
+ *            of one file: the flush waits for a slot before it takes wb_lock. A
  *            reply UNSTABLE completes its chunks US_WRITE_UNSTABLE with a
  *            sequence number taken when the reply is handled; a reply
  *            FILE_SYNC or DATA_SYNC completes them
@@ -66,7 +69,9 @@
  *            234 MB/s this way (runs alternating, raw stream 316 and 275).
  *   commit   COMMIT3 of the file, with the last sequence number handed out
  *            and the backend's epoch sampled before it is sent: every write
- *            numbered up to it had its reply, so the server had it.
+ *            numbered up to it had its reply, so the server had it. The
+ *            engine's, and the backend's own every NB_EARLY_BYTES answered
+ *            (nfsb_early_commit(), NB_EARLY_COMMITS of a file in flight).
  *   verifier every WRITE3 and COMMIT3 reply carries the server's write
  *            verifier. The first one is kept; a reply with another one
  *            means the server restarted and forgot what it had not
