@@ -313,8 +313,10 @@ static void req_complete(struct nb *nb, struct req *r)
 		/* Only now may the file be drained (its object destroyed, the
 		 * file closed): nothing of r's is used after this. */
 		ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
-		r->file->inflight--;
-		pthread_cond_broadcast(&nb->cond);
+		/* A drain waits for none left (flushers waiting for a slot
+		 * were woken when the reply freed it). */
+		if (--r->file->inflight == 0)
+			pthread_cond_broadcast(&nb->cond);
 		ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 	} else if (r->kind == REQ_COMMIT) {
 		if (r->status == -ESTALE) {
@@ -351,8 +353,8 @@ static void req_complete(struct nb *nb, struct req *r)
 			atomic_fetch_sub(&r->file->early, 1);
 		/* Only now may the file be drained (rpc_gone()). */
 		ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
-		r->file->inflight--;
-		pthread_cond_broadcast(&nb->cond);
+		if (--r->file->inflight == 0)
+			pthread_cond_broadcast(&nb->cond);
 		ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 	}
 	free(r);
