@@ -1457,6 +1457,16 @@ static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi
 		h->since = atomic_load(&h->ino->err_seen);
 	if (trunc)
 		rc = h->ino ? inode_truncate(fs, h->ino, 0) : fs->be->ftruncate(fs, f, 0);
+	/* A descriptor that only writes into the cache: its writes skip the
+	 * kernel's page cache (FOPEN_DIRECT_IO), which without the kernel's
+	 * writeback cache copies every byte written into page cache of its
+	 * own first (write-through), 1 GiB of fresh memory for a 1 GiB dd,
+	 * and only then hands the request over. It cannot read nor be
+	 * mapped; other descriptors' cached pages are dropped at their next
+	 * read (auto_inval_data: the mtime moved, attr_timeout is 0). */
+	if (h->ino && !fs->opt.kernel_writeback && (fi->flags & O_ACCMODE) == O_WRONLY &&
+	    !(fi->flags & O_APPEND))
+		fi->direct_io = 1;
 	fi->fh = (uint64_t)(uintptr_t)h;
 	if (trunc && rc == 0)
 		links_changed(fs, path, h);
@@ -2149,6 +2159,11 @@ static void *ufs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	else
 		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* A read checks the mtime first and drops the kernel's cached pages
+	 * when it moved (libfuse's default, asked for explicitly): writes of
+	 * a write-only descriptor do not go through them (attach()). */
+	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
 	return ufs_self();
 }
 

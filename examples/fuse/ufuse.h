@@ -77,8 +77,9 @@
  *                      invisible to others. Held across blocking engine calls
  *                      (reclaim, throttle), which may flush any inode on this
  *                      thread: the engine's callbacks never take it.
- *   4 ino->wb_lock     rwlock: the directory backend's write-back of a run
- *                      (shared, across its pwrite) against truncate
+ *   4 ino->wb_lock     rwlock: a write-back (shared: the directory
+ *                      backend's of a run across its pwrite, the NFS
+ *                      backend's across the sendmsg() of one WRITE3) against truncate
  *                      (exclusive), so that a run read before a truncate is
  *                      not written past the new end after it. Writers do not
  *                      take it: a writer copies into a chunk only when it is
@@ -91,9 +92,8 @@
  *   5 ino->data_lock   rwlock over the chunks' payload, the page map and the
  *                      logical size: copying in (exclusive) against the
  *                      flush callback's reading of the size and the dirty
- *                      pages (shared; the directory backend's not across its
- *                      pwrite, the NFS backend's across the sendmsg() of one
- *                      WRITE3). A truncate holds it exclusive across the
+ *                      pages (shared; not across the backend's write: both
+ *                      backends are unlocked_writeback). A truncate holds it exclusive across the
  *                      backend's ftruncate and fstat (ranks 7 to 10). Never
  *                      held across an engine call that may call a callback.
  *   6 ino->wb_mutex    with wb_cond: a writer waiting for a chunk's
@@ -102,7 +102,7 @@
  *   7 nb->ns_lock      the NFS backend's namespace context, across each of
  *                      its synchronous calls (nfs/nfs.h "LOCK ORDER").
  *   8 nb->send_lock    the NFS write connection's socket, across a WRITE3's
- *                      sendmsg() (under data_lock, shared); before nb->lock
+ *                      sendmsg() (under wb_lock, shared); before nb->lock
  *                      when the connection is dropped or made again.
  *   9 nb->lock         the NFS data context, its RPC slots, the requests in
  *                      flight; held across rpc_service() and the parsing of

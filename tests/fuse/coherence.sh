@@ -53,6 +53,23 @@ ops "$WORK/mnt"
 diff -r "$WORK/ref" "$WORK/mnt" || fail "the mount differs from the plain directory"
 [[ ! -e "$WORK/mnt/gone" && ! -e "$WORK/mnt/old" && ! -e "$WORK/mnt/source" ]] ||
 	fail "a removed name is still there"
+# A write-only descriptor's writes skip the kernel's page cache (direct
+# I/O): another descriptor's cached pages of the same range are not read
+# again after it.
+python3 - "$WORK/mnt/direct" <<'PY' || fail "a read after a write-only descriptor's write is stale"
+import os, sys
+p = sys.argv[1]
+with open(p, "wb") as f:
+    f.write(b"a" * 300000)
+r = os.open(p, os.O_RDONLY)
+assert os.pread(r, 300000, 0) == b"a" * 300000  # in the kernel's page cache now
+w = os.open(p, os.O_WRONLY)
+os.pwrite(w, b"b" * 200000, 50000)
+assert os.pread(r, 300000, 0) == b"a" * 50000 + b"b" * 200000 + b"a" * 50000, "stale read"
+os.close(w)
+os.close(r)
+PY
+rm "$WORK/mnt/direct"
 ufs_unmount coh "$WORK/mnt"
 diff -r "$WORK/ref" "$WORK/backing" || fail "the backing directory differs after unmount"
 [[ $(stat_of "$WORK/stats" / peak_charged) -le $((16 << 20)) ]] || fail "peak charged"

@@ -21,7 +21,8 @@
  * buffer per call. Here the flushing thread sends the call itself with one
  * sendmsg(): the header it encodes, then the chunks' payload in place (a
  * run of adjacent chunks in one WRITE3 of up to the server's wtmax),
- * under send_lock and the inode's data_lock (so the chunks do not change
+ * under send_lock and the inode's wb_lock (a writer does not copy into a
+ * chunk under write-back, unlocked_writeback, so the chunks do not change
  * while the kernel copies them). The service thread reads the replies
  * (nfsb_wc_receive) and finishes the requests like libnfs's callbacks do.
  *
@@ -223,7 +224,7 @@ void nfsb_wc_check_timeout(struct nb *nb)
 }
 
 /*
- * The flushing thread, before it takes the inode's data_lock: waits for a
+ * The flushing thread, before it takes the inode's wb_lock: waits for a
  * slot under the cap and f's (NB_FILE_RPCS) and up to 1 s for a
  * connection, and takes the slot. 0, or -ENOTCONN (no connection),
  * -ESHUTDOWN.
@@ -271,8 +272,8 @@ void nfsb_wc_slot_put(struct nb *nb, struct ufs_bfile *f)
 }
 
 /*
- * The flushing thread, with a slot (nfsb_wc_slot) and the inode's data_lock
- * held: sends r, a WRITE3 of r->count bytes from iov[1..niov) (iov[0] is
+ * The flushing thread, with a slot (nfsb_wc_slot) and the inode's wb_lock
+ * held (shared): sends r, a WRITE3 of r->count bytes from iov[1..niov) (iov[0] is
  * set here to the header; one more entry is used for the padding). 0 once
  * sent (its reply, or the connection's loss, finishes it: r is then no
  * longer the caller's), or -ENOTCONN (the connection went since the slot

@@ -346,6 +346,7 @@ void nfsb_stats(struct ufs *fs, FILE *f)
 		"nfs_stable_replies %llu\n"
 		"nfs_write_errors %llu\n"
 		"nfs_commits %llu\n"
+		"nfs_early_commits %llu\n"
 		"nfs_commit_errors %llu\n"
 		"nfs_verifier_changes %llu\n"
 		"nfs_resent_bytes %llu\n"
@@ -365,6 +366,7 @@ void nfsb_stats(struct ufs *fs, FILE *f)
 		(unsigned long long)atomic_load(&nb->stable_replies),
 		(unsigned long long)atomic_load(&nb->write_errors),
 		(unsigned long long)atomic_load(&nb->commits),
+		(unsigned long long)atomic_load(&nb->early_commits),
 		(unsigned long long)atomic_load(&nb->commit_errors),
 		(unsigned long long)atomic_load(&nb->verf_changes),
 		(unsigned long long)(atomic_load(&nb->lost_bufs) * UFS_CHUNK_BYTES),

@@ -1007,6 +1007,7 @@ const struct ufs_backend ufs_backend_nfs = {
 	.name = "nfs",
 	.shared = true,
 	.page_writeback = true,
+	.unlocked_writeback = true,
 	.attach = nfsb_attach,
 	.start = nfsb_start,
 	.detach = nfsb_detach,

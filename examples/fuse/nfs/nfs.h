@@ -19,7 +19,7 @@
  *                     under it (the caches).
  *    8 nb->send_lock  UFS_RANK_NFS_SEND: the write connection's socket,
  *                     across a WRITE3's sendmsg() (conn.c nfsb_wc_send(),
- *                     with the inode's data_lock held shared, lock not held);
+ *                     with the inode's wb_lock held shared, lock not held);
  *                     taken before lock when the connection is dropped or
  *                     made again (conn.c wc_down(), nfsb_wc_try_up()).
  *    9 nb->lock       UFS_RANK_NFS: the data context, its RPC slots, the
@@ -55,9 +55,12 @@
  *   flush    the run is cut into WRITE3 RPCs of adjacent chunks, up to
  *            NB_RPC_BYTES (256 KiB) and the server's wtmax, stable = UNSTABLE,
  *            clipped to the logical size, each sent with one sendmsg() from
- *            the chunks under the inode's data_lock (shared). At most
- *            --rpcs RPCs are in flight on the server, NB_FILE_RPCS of one
- *            file: the flush waits for a slot before it takes data_lock. A
+ *            the chunks under the inode's wb_lock (shared: a truncate
+ *            waits for the send), data_lock only to read the size; a
+ *            writer does not copy into a chunk under write-back
+ *            (unlocked_writeback), so the chunks do not change meanwhile.
+ *            At most --rpcs RPCs are in flight on the server, NB_FILE_RPCS
+ *            of one file: the flush waits for a slot before it takes wb_lock. A
  *            reply UNSTABLE completes its chunks US_WRITE_UNSTABLE with a
  *            sequence number taken when the reply is handled; a reply
  *            FILE_SYNC or DATA_SYNC completes them
@@ -66,7 +69,9 @@
  *            234 MB/s this way (runs alternating, raw stream 316 and 275).
  *   commit   COMMIT3 of the file, with the last sequence number handed out
  *            and the backend's epoch sampled before it is sent: every write
- *            numbered up to it had its reply, so the server had it.
+ *            numbered up to it had its reply, so the server had it. The
+ *            engine's, and the backend's own every NB_EARLY_BYTES answered
+ *            (nfsb_early_commit(), NB_EARLY_COMMITS of a file in flight).
  *   verifier every WRITE3 and COMMIT3 reply carries the server's write
  *            verifier. The first one is kept; a reply with another one
  *            means the server restarted and forgot what it had not
@@ -165,6 +170,10 @@ struct lnfs_fh {
  * spent 3 to 5 times the CPU per GiB: there 4 had lost to 2.)
  */
 #define NB_FILE_RPCS 8
+/* The backend's own COMMIT3s of a file (engine.c nfsb_early_commit()):
+ * one every NB_EARLY_BYTES answered, NB_EARLY_COMMITS in flight at most. */
+#define NB_EARLY_BYTES ((uint64_t)16 << 20)
+#define NB_EARLY_COMMITS 2
 #define WC_TIMEOUT_MS 10000 /* no reply for this long: the write connection is dropped */
 #define WC_HDR_MAX 512	    /* a WRITE3 call's bytes before its data */
 #define WC_RBUF (UFS_RPC_RECORD_MAX + 4) /* received bytes: a whole fragment fits */
@@ -191,6 +200,10 @@ struct ufs_bfile {
 	unsigned fhlen;
 	unsigned inflight; /* data RPCs in flight or waiting to be resent; under nb->lock */
 	unsigned wslots;   /* WRITE3s on the write connection (nfsb_wc_slot); under nb->lock */
+	/* Bytes answered UNSTABLE since the last COMMIT3 of the file was
+	 * sent, and the backend's own commits of it in flight (nfsb_early_commit()). */
+	_Atomic uint64_t acked;
+	atomic_uint early;
 };
 
 enum req_kind { REQ_WRITE, REQ_COMMIT, REQ_READ };
@@ -224,6 +237,7 @@ struct req {
 	uint64_t seq, epoch; /* commit: what it covers, of which epoch */
 	/* waited-for requests (reads, --no-cache writes) */
 	bool waited, done;
+	bool early; /* a commit of the backend's own (nfsb_early_commit()) */
 	/* the request */
 	uint64_t offset;
 	uint32_t count;
@@ -291,7 +305,7 @@ struct nb {
 	/* statistics (atomic: the stats thread reads them) */
 	atomic_uint_fast64_t writes, write_bytes, stable_replies, commits, verf_changes, lost_bufs,
 		reconnects, write_errors, commit_errors, reads, outage_ms, outage_last_ms,
-		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses, ns_rpcs;
+		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses, ns_rpcs, early_commits;
 	struct timespec down_since;
 };
 
@@ -348,6 +362,7 @@ void nfsb_wc_cred(struct nb *nb);
 int nfsb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_t offset,
 	       uint64_t length, enum us_reason reason);
 int nfsb_commit(void *ctx, us_object *obj, enum us_reason reason);
+void nfsb_early_commit(struct nb *nb, struct ufs_bfile *f, us_object *obj, uint64_t bytes);
 void nfsb_drain(struct ufs *fs, struct ufs_bfile *f);
 
 /* namespace.c */

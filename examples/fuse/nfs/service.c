@@ -306,11 +306,17 @@ static void req_complete(struct nb *nb, struct req *r)
 			nfsb_part_end(nb, r->bufs[0], r->part, res, r->status);
 		for (i = 0; !r->part && i < r->nbufs; i++)
 			us_buf_write_done(r->bufs[i], res, seq, r->status);
+		if (seq && !r->part)
+			nfsb_early_commit(nb, r->file, r->obj, r->count);
+		/* Writers waiting to copy into these chunks (unlocked_writeback). */
+		ufs_writeback_done(us_object_user(r->obj));
 		/* Only now may the file be drained (its object destroyed, the
 		 * file closed): nothing of r's is used after this. */
 		ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
-		r->file->inflight--;
-		pthread_cond_broadcast(&nb->cond);
+		/* A drain waits for none left (flushers waiting for a slot
+		 * were woken when the reply freed it). */
+		if (--r->file->inflight == 0)
+			pthread_cond_broadcast(&nb->cond);
 		ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 	} else if (r->kind == REQ_COMMIT) {
 		if (r->status == -ESTALE) {
@@ -343,10 +349,12 @@ static void req_complete(struct nb *nb, struct req *r)
 			/* -ESTALE: a verifier change since it was sent. */
 			us_object_commit_done_epoch(r->obj, r->epoch, r->seq);
 		}
+		if (r->early)
+			atomic_fetch_sub(&r->file->early, 1);
 		/* Only now may the file be drained (rpc_gone()). */
 		ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
-		r->file->inflight--;
-		pthread_cond_broadcast(&nb->cond);
+		if (--r->file->inflight == 0)
+			pthread_cond_broadcast(&nb->cond);
 		ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 	}
 	free(r);
