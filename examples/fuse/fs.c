@@ -624,14 +624,8 @@ static void *reaper_main(void *arg)
 
 	ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 	while (!fs->reaper_stop) {
-		struct timespec t;
+		struct timespec t = ufs_deadline(CLOCK_MONOTONIC, 100000000L);
 
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		t.tv_nsec += 100000000L;
-		if (t.tv_nsec >= 1000000000L) {
-			t.tv_sec++;
-			t.tv_nsec -= 1000000000L;
-		}
 		ufs_cond_timedwait(&fs->reaper_cond, &fs->itable_lock, &t, UFS_RANK_ITABLE);
 		if (fs->reaper_stop || !fs->closed_head)
 			continue;

@@ -308,12 +308,7 @@ static void invalidate(struct ufs *fs, char **names)
 		;
 	*at = b; /* b is the notifier's from here */
 	pthread_cond_signal(&fs->links_cond);
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_nsec += UFS_LINKS_WAIT_NS;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	until = ufs_deadline(CLOCK_MONOTONIC, UFS_LINKS_WAIT_NS);
 	while (fs->links_sent < ticket && !fs->links_stop)
 		if (ufs_cond_timedwait(&fs->links_done, &fs->links_lock, &until, UFS_RANK_LINKS) ==
 		    ETIMEDOUT)

@@ -265,14 +265,8 @@ int ufs_loop_run(struct fuse_session *se, unsigned max_threads, bool quick_names
 	/* The main thread takes the signals that end the loop (libfuse's
 	 * handlers mark the session exited): it looks every 100 ms. */
 	while (!l.done && l.threads) {
-		struct timespec until;
+		struct timespec until = ufs_deadline(CLOCK_REALTIME, 100000000L);
 
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 100000000;
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
-		}
 		ufs_cond_timedwait(&l.done_cond, &l.lock, &until, UFS_RANK_LOOP);
 		if (fuse_session_exited(se) && !l.done) {
 			bool reading = l.reading;

@@ -155,6 +155,21 @@ static inline void ufs_cond_wait(pthread_cond_t *c, pthread_mutex_t *m, enum ufs
 	pthread_cond_wait(c, m);
 }
 
+/* The time ns from now on clock (the clock of the condition variable it
+ * is a deadline for): for ufs_cond_timedwait(). */
+static inline struct timespec ufs_deadline(clockid_t clock, long ns)
+{
+	struct timespec t;
+
+	clock_gettime(clock, &t);
+	t.tv_nsec += ns;
+	while (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
 /* pthread_cond_timedwait()'s result: ETIMEDOUT when until passed. */
 static inline int ufs_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
 				     const struct timespec *until, enum ufs_lock_rank r)
