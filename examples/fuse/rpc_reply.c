@@ -1,5 +1,5 @@
 /*
- * unstable-fuse: the write connection's replies decoded (rpc_reply.h).
+ * unstable-fuse: the NFS backend's replies decoded (rpc_reply.h).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -70,26 +70,48 @@ static void skip(struct rd *d, uint64_t n)
 	d->left -= (size_t)n;
 }
 
+/* A reply's header, up to and with its nfsstat3 (when accepted): 1 when
+ * the body goes on (accepted, run), else the return of the decoders. */
+static int head(struct rd *d, uint32_t *xid, bool *denied, uint32_t *accept_stat,
+		uint32_t *nfsstat)
+{
+	*xid = get32(d);
+	if (get32(d) != 1 /* REPLY */ || !d->ok)
+		return -EBADMSG;
+	if (get32(d) != 0) { /* reply_stat: MSG_DENIED */
+		*denied = true;
+		return d->ok ? 0 : -EPROTO;
+	}
+	get32(d);	    /* the verifier's flavor */
+	skip(d, get32(d)); /* and body */
+	*accept_stat = get32(d);
+	if (!d->ok)
+		return -EPROTO;
+	if (*accept_stat != 0)
+		return 0; /* PROG_UNAVAIL, PROG_MISMATCH (with two numbers), ... */
+	*nfsstat = get32(d);
+	return d->ok ? 1 : -EPROTO;
+}
+
+int ufs_rpc_status_reply(const uint8_t *p, size_t n, struct ufs_nfs_status *out)
+{
+	struct rd d = { .p = p, .left = n, .ok = true };
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = head(&d, &out->xid, &out->denied, &out->accept_stat, &out->nfsstat);
+	return rc > 0 ? 0 : rc;
+}
+
 int ufs_rpc_write_reply(const uint8_t *p, size_t n, struct ufs_write_reply *out)
 {
 	struct rd d = { .p = p, .left = n, .ok = true };
+	int rc;
 
 	memset(out, 0, sizeof(*out));
-	out->xid = get32(&d);
-	if (get32(&d) != 1 /* REPLY */ || !d.ok)
-		return -EBADMSG;
-	if (get32(&d) != 0) { /* reply_stat: MSG_DENIED */
-		out->denied = true;
-		return d.ok ? 0 : -EPROTO;
-	}
-	get32(&d);	      /* the verifier's flavor */
-	skip(&d, get32(&d)); /* and body */
-	out->accept_stat = get32(&d);
-	if (!d.ok)
-		return -EPROTO;
-	if (out->accept_stat != 0)
-		return 0; /* PROG_UNAVAIL, PROG_MISMATCH (with two numbers), ... */
-	out->nfsstat = get32(&d);
+	rc = head(&d, &out->xid, &out->denied, &out->accept_stat, &out->nfsstat);
+	if (rc <= 0)
+		return rc;
 	if (get32(&d)) /* wcc_data: pre_op_attr: size, mtime, ctime */
 		skip(&d, 24);
 	if (get32(&d)) /* post_op_attr: fattr3 */

@@ -1,7 +1,7 @@
 /*
- * unstable-fuse: the replies on the NFS backend's write connection
+ * unstable-fuse: the replies on the NFS backend's own connections
  * (nfs/conn.c), decoded from bytes: ONC RPC record marking (RFC 5531
- * section 11) and the WRITE3 reply (RFC 1813). Pure functions: no I/O, no
+ * section 11), the WRITE3 reply and the status of any NFS3 reply (RFC 1813). Pure functions: no I/O, no
  * state but the caller's, so that they can be fuzzed alone
  * (tests/fuzz_rpc.c) and checked on crafted replies (tests/check_rpc.c).
  *
@@ -59,5 +59,20 @@ struct ufs_write_reply {
  * none of the three, or whose verifier is missing, does not parse.
  */
 int ufs_rpc_write_reply(const uint8_t *p, size_t n, struct ufs_write_reply *out);
+
+/* What any NFS3 reply says first (every NFS3 result begins with its
+ * nfsstat3): the namespace's own calls (nfs/conn.c nfsb_nc_call()). */
+struct ufs_nfs_status {
+	uint32_t xid;
+	bool denied;	      /* as in struct ufs_write_reply */
+	uint32_t accept_stat;
+	uint32_t nfsstat;
+};
+
+/*
+ * Decodes a reply record up to its nfsstat3, what follows left unread.
+ * Returns 0, -EBADMSG or -EPROTO (out->xid set) as ufs_rpc_write_reply().
+ */
+int ufs_rpc_status_reply(const uint8_t *p, size_t n, struct ufs_nfs_status *out);
 
 #endif /* UFUSE_RPC_REPLY_H */

@@ -1,8 +1,8 @@
 /*
- * The NFS backend's write-connection replies (examples/fuse/rpc_reply.c) on
+ * The NFS backend's replies (examples/fuse/rpc_reply.c) on
  * crafted bytes: WRITE3 replies right and wrong (every truncation, a
  * committed value that is none of the three, refused and failed calls, an
- * opaque longer than the reply), and record marking (records split at
+ * opaque longer than the reply), the status of any reply, and record marking (records split at
  * every byte, several fragments, a record too long, a handler that stops).
  *
  * SPDX-License-Identifier: MIT
@@ -160,6 +160,54 @@ START_TEST(test_write_errors)
 }
 END_TEST
 
+/* The status of any NFS3 reply (a SYMLINK3's on the namespace's
+ * connection): what follows the nfsstat3 is left unread; every truncation
+ * before its end fails; a denied or failed call as for WRITE3. */
+START_TEST(test_status)
+{
+	struct ufs_nfs_status st;
+	struct out o;
+
+	write_reply(&o, 21, 0, 4096, 0);
+	ck_assert_int_eq(ufs_rpc_status_reply(o.b, o.n, &st), 0);
+	ck_assert_uint_eq(st.xid, 21);
+	ck_assert(!st.denied);
+	ck_assert_uint_eq(st.accept_stat, 0);
+	ck_assert_uint_eq(st.nfsstat, 0);
+	write_reply(&o, 22, 17 /* NFS3ERR_EXIST */, 0, 0);
+	ck_assert_int_eq(ufs_rpc_status_reply(o.b, 28, &st), 0);
+	ck_assert_uint_eq(st.nfsstat, 17);
+	for (size_t n = 0; n < 28; n++) {
+		int rc = ufs_rpc_status_reply(o.b, n, &st);
+
+		ck_assert_msg(rc == (n < 8 ? -EBADMSG : -EPROTO), "length %zu: %d", n, rc);
+		if (n >= 8)
+			ck_assert_uint_eq(st.xid, 22);
+	}
+	o.n = 0;
+	put32(&o, 23);
+	put32(&o, 1);
+	put32(&o, 1); /* MSG_DENIED */
+	put32(&o, 1);
+	put32(&o, 1);
+	ck_assert_int_eq(ufs_rpc_status_reply(o.b, o.n, &st), 0);
+	ck_assert(st.denied);
+	o.n = 0;
+	put32(&o, 24);
+	put32(&o, 1);
+	put32(&o, 0);
+	put32(&o, 0);
+	put32(&o, 0);
+	put32(&o, 1); /* PROG_UNAVAIL */
+	ck_assert_int_eq(ufs_rpc_status_reply(o.b, o.n, &st), 0);
+	ck_assert_uint_eq(st.accept_stat, 1);
+	o.n = 0;
+	put32(&o, 25);
+	put32(&o, 0); /* a CALL */
+	ck_assert_int_eq(ufs_rpc_status_reply(o.b, o.n, &st), -EBADMSG);
+}
+END_TEST
+
 /* The records a stream gives: their xids (first 4 bytes) in order. */
 struct seen {
 	uint32_t xid[64];
@@ -286,6 +334,7 @@ int main(void)
 	tcase_add_test(tc, test_write_truncated);
 	tcase_add_test(tc, test_write_bad_committed);
 	tcase_add_test(tc, test_write_errors);
+	tcase_add_test(tc, test_status);
 	tcase_add_test(tc, test_records_split);
 	tcase_add_test(tc, test_records_bad);
 	suite_add_tcase(s, tc);

@@ -1,12 +1,14 @@
 /*
- * libFuzzer target: the NFS backend's write-connection replies
+ * libFuzzer target: the NFS backend's replies
  * (examples/fuse/rpc_reply.c). The input's first byte sets a piece size;
  * the rest is a byte stream as the server's socket gives it. It is fed to
  * the record reader whole, then in pieces of that size (unused bytes kept
  * and given again, as nfs/conn.c does): both must hand over the same
  * records, and stop at the same point when the stream is bad. Each record
  * is decoded as a WRITE3 reply, which must return 0, -EBADMSG or -EPROTO,
- * and never a committed value past FILE_SYNC. Violations abort.
+ * and never a committed value past FILE_SYNC, and as any reply's status,
+ * which must agree with the WRITE3 decoding when that one parsed.
+ * Violations abort.
  *
  * Built with -DUS_FUZZ_REPLAY (any compiler): a main() that runs the files
  * named, or every file of the directories named (the corpus,
@@ -38,6 +40,17 @@ static int take(void *ctx, const uint8_t *p, size_t n)
 		abort();
 	if (rc == 0 && !w.denied && w.accept_stat == 0 && w.nfsstat == 0 && w.committed > 2)
 		abort();
+	/* The status decoder reads a prefix of what the WRITE3 decoder does. */
+	{
+		struct ufs_nfs_status st;
+		int src = ufs_rpc_status_reply(p, n, &st);
+
+		if (src != 0 && src != -EBADMSG && src != -EPROTO)
+			abort();
+		if (rc == 0 && (src != 0 || st.xid != w.xid || st.denied != w.denied ||
+				st.accept_stat != w.accept_stat || st.nfsstat != w.nfsstat))
+			abort();
+	}
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ p[i]) * 1099511628211ull;
 	if (s->n < MAX_SEEN)
