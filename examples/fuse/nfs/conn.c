@@ -3,7 +3,9 @@
  * engine's WRITE3 UNSTABLE calls on a TCP connection of our own. Its socket
  * (connect, loss, connecting again), its slots, the sendmsg() of one call
  * from the chunks in place, and the reading of its replies (decoded by
- * ../rpc_reply.c) and their matching to the calls in flight.
+ * ../rpc_reply.c) and their matching to the calls in flight. And the
+ * namespace's own connection (nfsb_nc_call()): the calls libnfs cannot
+ * encode (a SYMLINK3 of a long target), one at a time under ns_lock.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -359,4 +361,193 @@ int nfsb_wc_send(struct nb *nb, struct req *r, struct iovec *iov, int niov)
 	}
 	ufs_mutex_unlock(&nb->send_lock, UFS_RANK_NFS_SEND);
 	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The namespace's connection                                                */
+
+/*
+ * libnfs 4.0 encodes a call into a buffer of 4 KiB, and its calls (raw or
+ * not) cannot ask for more: a SYMLINK3 of a target longer than about 3,900
+ * bytes failed with ENOMEM, where Linux takes PATH_MAX - 1. Such a call
+ * goes on a second connection of our own to the NFS port, made at its
+ * first call and kept, used under ns_lock alone, one call at a time: the
+ * calling thread sends it and reads its reply (other records, replies to
+ * a call sent again, are skipped). Lost (an error, the server's close, no
+ * reply for WC_TIMEOUT_MS), it is made again, with the write connection's
+ * backoff, and the call sent again, as libnfs does with the namespace
+ * context's calls: a hard mount waits for the server (until the backend
+ * stops). A call sent again that the server had already made is answered
+ * as a second one would be (EEXIST for a SYMLINK3), as with libnfs.
+ */
+
+struct nc_wait {
+	uint32_t xid;
+	bool got;
+	int rc;
+	struct ufs_nfs_status st;
+};
+
+/* A record on the namespace's connection; nonzero when it is not a reply
+ * (the connection is then dropped). */
+static int nc_reply(void *ctx, const uint8_t *p, size_t len)
+{
+	struct nc_wait *w = ctx;
+	struct ufs_nfs_status st;
+	int rc = ufs_rpc_status_reply(p, len, &st);
+
+	if (rc == -EBADMSG)
+		return -1;
+	if (st.xid != w->xid || w->got)
+		return 0;
+	w->got = true;
+	w->st = st;
+	w->rc = rc;
+	return 0;
+}
+
+/* Under ns_lock: the connection dropped. */
+void nfsb_nc_close(struct nb *nb)
+{
+	if (nb->nc && nb->nc->fd >= 0) {
+		close(nb->nc->fd);
+		nb->nc->fd = -1;
+	}
+	if (nb->nc) {
+		nb->nc->len = 0;
+		nb->nc->rec.len = 0;
+	}
+}
+
+static bool nc_stopping(struct nb *nb)
+{
+	bool stop;
+
+	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
+	stop = nb->stop;
+	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
+	return stop;
+}
+
+/* Sends iov[0..n) whole; 0, or -1 (the connection is lost). */
+static int nc_send(int fd, struct iovec *iov, int n)
+{
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+
+	while (msg.msg_iovlen) {
+		ssize_t got = sendmsg(fd, &msg, MSG_NOSIGNAL);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return -1;
+		while (msg.msg_iovlen && (size_t)got >= msg.msg_iov->iov_len) {
+			got -= (ssize_t)msg.msg_iov->iov_len;
+			msg.msg_iov++;
+			msg.msg_iovlen--;
+		}
+		if (got) {
+			msg.msg_iov->iov_base = (char *)msg.msg_iov->iov_base + got;
+			msg.msg_iov->iov_len -= (size_t)got;
+		}
+	}
+	return 0;
+}
+
+/* Reads until w's reply; 0, or -1 (the connection is lost or late). */
+static int nc_receive(struct nb_nc *nc, struct nc_wait *w)
+{
+	struct timespec sent;
+
+	clock_gettime(CLOCK_MONOTONIC, &sent);
+	while (!w->got) {
+		uint64_t ms = nfsb_ms_since(&sent);
+		struct pollfd p = { .fd = nc->fd, .events = POLLIN };
+		ssize_t got, used;
+		int n;
+
+		if (ms >= WC_TIMEOUT_MS)
+			return -1;
+		n = poll(&p, 1, (int)(WC_TIMEOUT_MS - ms));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			continue;
+		got = recv(nc->fd, nc->buf + nc->len, WC_RBUF - nc->len, MSG_DONTWAIT);
+		if (got < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (got <= 0)
+			return -1;
+		nc->len += (size_t)got;
+		used = ufs_rpc_records(&nc->rec, nc->buf, nc->len, nc_reply, w);
+		if (used < 0)
+			return -1;
+		memmove(nc->buf, nc->buf + used, nc->len - (size_t)used);
+		nc->len -= (size_t)used;
+	}
+	return 0;
+}
+
+/*
+ * Under ns_lock: the NFS3 call proc with its arguments args[0, len) (XDR,
+ * padded), on the namespace's connection; 0 or the call's negative errno
+ * (-EACCES when the credential is refused), or -ESHUTDOWN when the backend
+ * stops before the server answers.
+ */
+int nfsb_nc_call(struct nb *nb, uint32_t proc, const uint8_t *args, size_t len)
+{
+	uint8_t hdr[WC_HDR_MAX], *h;
+	struct iovec iov[2];
+	struct nc_wait w;
+	unsigned backoff_ms = 50;
+
+	if (!nb->nc) {
+		struct timespec t;
+
+		if (!(nb->nc = calloc(1, sizeof(*nb->nc))))
+			return -ENOMEM;
+		nb->nc->fd = -1;
+		clock_gettime(CLOCK_REALTIME, &t);
+		nb->nc->xid = (uint32_t)(t.tv_sec ^ t.tv_nsec) << 8;
+	}
+	memset(&w, 0, sizeof(w));
+	w.xid = ++nb->nc->xid;
+	h = hdr;
+	h = nfsb_put32(h, 0); /* the record mark, below */
+	h = nfsb_put32(h, w.xid);
+	h = nfsb_put32(h, 0); /* CALL */
+	h = nfsb_put32(h, 2); /* RPC version */
+	h = nfsb_put32(h, NFS_PROGRAM);
+	h = nfsb_put32(h, NFS_V3);
+	h = nfsb_put32(h, proc);
+	memcpy(h, nb->cred, nb->credlen);
+	h += nb->credlen;
+	h = nfsb_put32(nfsb_put32(h, 0), 0); /* verifier AUTH_NONE */
+	nfsb_put32(hdr, 0x80000000u | (uint32_t)((size_t)(h - hdr) - 4 + len));
+	for (;;) {
+		struct nb_nc *nc = nb->nc;
+
+		if (nc->fd < 0 && (nc->fd = nfsb_wc_connect(nb)) >= 0)
+			backoff_ms = 50;
+		if (nc->fd >= 0) {
+			iov[0] = (struct iovec){ .iov_base = hdr, .iov_len = (size_t)(h - hdr) };
+			iov[1] = (struct iovec){ .iov_base = (void *)args, .iov_len = len };
+			if (nc_send(nc->fd, iov, 2) == 0 && nc_receive(nc, &w) == 0)
+				break;
+			nfsb_nc_close(nb);
+		}
+		if (nc_stopping(nb))
+			return -ESHUTDOWN;
+		usleep(backoff_ms * 1000);
+		backoff_ms = backoff_ms * 2 > 250 ? 250 : backoff_ms * 2;
+	}
+	if (w.rc)
+		return -EIO; /* a reply that does not parse */
+	if (w.st.denied)
+		return -EACCES;
+	if (w.st.accept_stat)
+		return w.st.accept_stat == 5 /* SYSTEM_ERR */ ? -EIO : -EPROTO;
+	return nfsb_reply_status(RPC_STATUS_SUCCESS, (int)w.st.nfsstat);
 }

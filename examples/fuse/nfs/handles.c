@@ -7,7 +7,9 @@
  * attributes) and the LOOKUP3s of the components it does not hold, and the
  * calls that name a file are made on its handle: raw NFS3 calls on the
  * namespace context's RPC context, serviced here until their reply, under
- * ns_lock like libnfs's own synchronous calls. The cache is under ac_lock
+ * ns_lock like libnfs's own synchronous calls (a SYMLINK3, which libnfs
+ * cannot encode with a long target, on the namespace's own connection:
+ * conn.c nfsb_nc_call()). The cache is under ac_lock
  * (with the attribute cache, which answers a file's stat when its path
  * still names its handle).
  *
@@ -526,4 +528,37 @@ int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
 	}
 	free(w);
 	return rc;
+}
+
+/*
+ * SYMLINK3 of path to target, on the namespace's own connection (conn.c
+ * nfsb_nc_call(): libnfs encodes a call into 4 KiB, too small for a
+ * target of PATH_MAX - 1 bytes). Mode 0777 as libnfs's nfs_symlink();
+ * ENAMETOOLONG for a target of PATH_MAX bytes or more, as Linux. Under
+ * ns_lock.
+ */
+int nfsb_symlink(struct nb *nb, const char *target, const char *path)
+{
+	uint8_t args[4 + NFS3_FHSIZE + 4 + NAME_MAX + 4 + 7 * 4 + 4 + PATH_MAX + 4], *a = args;
+	size_t len = strlen(target);
+	struct nb_fh dir;
+	char name[NAME_MAX + 1];
+	int rc;
+
+	if (len >= PATH_MAX)
+		return -ENAMETOOLONG;
+	if ((rc = parent_of(nb, path, &dir, name)))
+		return rc;
+	a = nfsb_put_opaque(a, dir.data, dir.len); /* where: diropargs3 */
+	a = nfsb_put_opaque(a, name, (uint32_t)strlen(name));
+	a = nfsb_put32(a, 1); /* symlink_attributes: sattr3, the mode set */
+	a = nfsb_put32(a, 0777);
+	a = nfsb_put32(a, 0); /* uid */
+	a = nfsb_put32(a, 0); /* gid */
+	a = nfsb_put32(a, 0); /* size */
+	a = nfsb_put32(a, 0); /* atime: DONT_CHANGE */
+	a = nfsb_put32(a, 0); /* mtime: DONT_CHANGE */
+	a = nfsb_put_opaque(a, target, (uint32_t)len); /* symlink_data */
+	atomic_fetch_add(&nb->ns_rpcs, 1);
+	return nfsb_nc_call(nb, NFS3_SYMLINK, args, (size_t)(a - args));
 }

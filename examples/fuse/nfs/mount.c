@@ -288,6 +288,8 @@ void nfsb_detach(struct ufs *fs)
 		nfs_destroy_context(nb->data);
 	if (nb->wfd >= 0)
 		close(nb->wfd);
+	nfsb_nc_close(nb);
+	free(nb->nc);
 	while (nb->wq) {
 		struct req *r = nb->wq;
 

@@ -2,7 +2,8 @@
  * unstable-fuse, NFSv3 backend (nfs.h): the namespace. Files (open,
  * reopen, close, fstat, uncached reads and writes, setattr), directories,
  * names (lookup by stat, create, unlink, rename, link, symlink...), each a
- * synchronous call on the namespace context under ns_lock; the attribute
+ * synchronous call under ns_lock on the namespace context (a symlink's on
+ * the namespace's own connection, conn.c); the attribute
  * cache that answers stats by path; and the backend's table of operations
  * (ufs_backend_nfs).
  *
@@ -891,7 +892,7 @@ static int nfs_symlink_path(struct ufs *fs, const char *target, const char *rel)
 	if (!p)
 		return -ENOMEM;
 	NS_BEGIN(fs);
-	rc = nfs_symlink(nb->ns, target, p);
+	WITH_HANDLE(nb, rc, nfsb_symlink(nb, target, p));
 	nfsb_ac_forget(nb, p);
 	free(p);
 	NS_END();

@@ -15,7 +15,9 @@
  *    7 nb->ns_lock    UFS_RANK_NFS_NS: the namespace context, across each of
  *                     its synchronous calls (namespace.c, handles.c;
  *                     mount.c's attach and detach use it alone, before and
- *                     after every other thread). The calls take ac_lock
+ *                     after every other thread), and the namespace's own
+ *                     connection (conn.c nfsb_nc_call(), which takes lock
+ *                     under it to read nb->stop). The calls take ac_lock
  *                     under it (the caches).
  *    8 nb->send_lock  UFS_RANK_NFS_SEND: the write connection's socket,
  *                     across a WRITE3's sendmsg() (conn.c nfsb_wc_send(),
@@ -29,15 +31,16 @@
  *   10 nb->ac_lock    UFS_RANK_NFS_AC: the attribute cache (namespace.c) and
  *                     the handle cache (handles.c); a leaf.
  *
- * TWO CONTEXTS AND A CONNECTION
+ * TWO CONTEXTS AND TWO CONNECTIONS
  *
  *   ns    the namespace, one call at a time under ns_lock (a libnfs context
  *         is not thread-safe): raw LOOKUP3, GETATTR3, SETATTR3, CREATE3 and
  *         MKDIR3 on handles (handles.c: a path resolved from the handle
  *         cache, a LOOKUP3 per component it lacks), and libnfs's
  *         synchronous calls by path for the rest (unlink, rename, link,
- *         symlink, readdir, readlink, statfs...). libnfs reconnects it by
- *         itself.
+ *         readdir, readlink, statfs...). libnfs reconnects it by itself.
+ *         A SYMLINK3 goes on a connection of its own (below): libnfs
+ *         encodes a call into 4 KiB, too small for a long target.
  *   data  raw async COMMIT3, READ3 and --no-cache WRITE3 FILE_SYNC on the
  *         RPC context of a second mount, owned by one service thread that
  *         polls its socket (rpc_which_events/rpc_service). Every call on it
@@ -49,6 +52,9 @@
  *         to the same NFS port, our own ONC RPC encoding, sent by the
  *         flushing thread straight from the chunks (no copy in user space),
  *         replies read by the service thread (conn.c).
+ *   nc    the namespace's own connection: SYMLINK3 (of targets up to
+ *         PATH_MAX - 1 bytes), our own encoding, one call at a time under
+ *         ns_lock, sent and its reply read by the calling thread (conn.c).
  *
  * THE DATA PATH
  *
@@ -105,7 +111,8 @@
  *   service.c    the service thread: the data context's RPCs and their
  *                callbacks, the engine completions, reconnecting
  *   conn.c       the write connection: its socket, slots, sendmsg() of a
- *                WRITE3, its replies read and matched
+ *                WRITE3, its replies read and matched; the namespace's own
+ *                connection
  *   xdr.c        the ONC RPC / XDR encoding done here (a WRITE3 call's
  *                header, the AUTH_UNIX credential); the replies' decoding is
  *                ../rpc_reply.c
@@ -177,6 +184,16 @@ struct lnfs_fh {
 #define WC_TIMEOUT_MS 10000 /* no reply for this long: the write connection is dropped */
 #define WC_HDR_MAX 512	    /* a WRITE3 call's bytes before its data */
 #define WC_RBUF (UFS_RPC_RECORD_MAX + 4) /* received bytes: a whole fragment fits */
+
+/* The namespace's own connection (conn.c nfsb_nc_call()), under ns_lock:
+ * its socket, call ids, the reply bytes read and not yet taken. */
+struct nb_nc {
+	int fd; /* -1: not connected */
+	uint32_t xid;
+	size_t len;
+	uint8_t buf[WC_RBUF];
+	struct ufs_rpc_record rec;
+};
 
 /* A raw NFS3 file handle. */
 struct nb_fh {
@@ -267,6 +284,7 @@ struct nb {
 	struct ac_ent *ac;
 	uint64_t ac_gen, ac_ttl_ns;
 	uint32_t name_max; /* the server's, from PATHCONF3 (0: not known) */
+	struct nb_nc *nc;  /* made at its first call (conn.c nfsb_nc_call()) */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* a slot, a reply, the connection back */
@@ -351,6 +369,8 @@ void nfsb_wc_try_up(struct nb *nb);
 int nfsb_wc_slot(struct nb *nb, struct ufs_bfile *f);
 void nfsb_wc_slot_put(struct nb *nb, struct ufs_bfile *f);
 int nfsb_wc_send(struct nb *nb, struct req *r, struct iovec *iov, int niov);
+int nfsb_nc_call(struct nb *nb, uint32_t proc, const uint8_t *args, size_t len);
+void nfsb_nc_close(struct nb *nb);
 
 /* xdr.c */
 uint8_t *nfsb_put32(uint8_t *p, uint32_t v);
@@ -383,5 +403,6 @@ int nfsb_setattr(struct nb *nb, const struct nb_fh *fh, const sattr3 *sa, struct
 		 bool *have_st);
 int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
 	      struct nb_fh *fh, struct stat *st, bool *have_st, struct stat *pst, bool *have_pst);
+int nfsb_symlink(struct nb *nb, const char *target, const char *path);
 
 #endif /* UFS_NFS_H */
