@@ -100,6 +100,10 @@ struct ufs_backend {
 	int (*fchmod)(struct ufs *fs, struct ufs_bfile *f, mode_t mode);
 	int (*fchown)(struct ufs *fs, struct ufs_bfile *f, uid_t uid, gid_t gid);
 	int (*futimens)(struct ufs *fs, struct ufs_bfile *f, const struct timespec tv[2]);
+	/* Optional: a mode ((mode_t)-1: none) and times together, in one
+	 * call where that saves a round trip (else fchmod, then futimens). */
+	int (*fsetattrs)(struct ufs *fs, struct ufs_bfile *f, mode_t mode,
+			 const struct timespec tv[2]);
 
 	/* Directories: readdir from the start when off is 0. */
 	int (*opendir)(struct ufs *fs, const char *rel, struct ufs_bfile **out);

@@ -39,6 +39,9 @@ struct ufs_handle {
 	pthread_mutex_t lock;	/* since (rank 2, ufuse.h "LOCKS") */
 	uint64_t since;		/* the errseq cursor of this open file */
 	atomic_bool wrote;	/* a write came through this handle */
+	/* Direct I/O for a caller other than root: its first write takes the
+	 * set-user-ID bits away (privs_kill()). */
+	atomic_bool kill_privs;
 	char *path;		/* the name it was opened by (links.c), or NULL */
 };
 
@@ -98,7 +101,7 @@ static struct timespec write_time(struct ufs_inode *ino)
 		now.tv_sec = (time_t)((shown + 1) / 1000000000ull);
 		now.tv_nsec = (long)((shown + 1) % 1000000000ull);
 	}
-	if (ts_before(now, ino->mtime))
+	if (!ino->times_set && ts_before(now, ino->mtime))
 		now = ino->mtime;
 	return now;
 }
@@ -284,7 +287,7 @@ static struct ufs_inode *iget(struct ufs *fs, dev_t dev, ino_t ino, const struct
 		ufs_cond_wait(&fs->itable_cond, &fs->itable_lock, UFS_RANK_ITABLE);
 	}
 	if (i) {
-		*stale = st && i->lingering &&
+		*stale = st && i->lingering && !i->closed_pending &&
 			 (!ts_eq(st->st_mtim, i->closed_mtim) || !ts_eq(st->st_ctim, i->closed_ctim) ||
 			  (uint64_t)st->st_size != i->closed_size);
 		closed_del(fs, i);
@@ -295,6 +298,8 @@ static struct ufs_inode *iget(struct ufs *fs, dev_t dev, ino_t ino, const struct
 
 static void ifree(struct ufs *fs, struct ufs_inode *ino)
 {
+	if (ino->mode_set)
+		atomic_fetch_sub(&fs->modes_pending, 1);
 	free(ino->pages.key);
 	free((void *)ino->pages.bits);
 	free(ino->pages.valid);
@@ -373,6 +378,7 @@ static struct ufs_inode *inode_get(struct ufs *fs, struct ufs_bfile *f, pid_t pi
 	ino->dev = st.st_dev;
 	ino->ino = st.st_ino;
 	ino->size = (uint64_t)st.st_size;
+	ino->atime.tv_nsec = UTIME_OMIT;
 	times_shown(ino, &st);
 	ino->opens = 1;
 	pthread_rwlock_init(&ino->io_lock, NULL);
@@ -458,11 +464,15 @@ static bool inode_gone(struct ufs *fs, struct ufs_inode *ino)
 }
 
 static int inode_times_of(struct ufs *fs, struct ufs_inode *ino);
+static void mode_forget(struct ufs *fs, struct ufs_inode *ino, mode_t mode);
+static bool hidden_name(const char *path);
+static void links_changed(struct ufs *fs, const char *path, struct ufs_handle *h);
 
 /*
  * CLOSED FILES. A close is not an fsync (unless --close=sync): as on a
- * local Linux filesystem, a close that wrote writes the file back (not
- * committed: inode_writeback()) and returns the write-back errors its
+ * local Linux filesystem, a close that wrote starts the file's write-back
+ * (inode_writeback_start(); with --close=writeback it waits for it, not
+ * for the commit: inode_writeback()) and returns the write-back errors its
  * descriptor was not told of (ufs_flush()); the data becomes durable at
  * fsync(), when the engine
  * commits it (unstable data older than --commit-interval, dirty data older
@@ -470,7 +480,9 @@ static int inode_times_of(struct ufs *fs, struct ufs_inode *ino);
  * unmount. So a file's cache outlives its last close: its inode stays in
  * the table, unopened, on the list of closed files, and a later open or
  * stat finds it there. The reaper thread forgets (destroys the objects of)
- * closed files whose data is clean, oldest first, every 100 ms. A closed
+ * closed files whose data is clean, oldest first, every 100 ms, and gives
+ * those whose data is written back the time of their writes (or the times
+ * set since: times_defer()), which until then only getattr shows. A closed
  * file keeps its backing descriptor: past fs->closed_soft of them the
  * reaper syncs the oldest itself, and past fs->closed_hard a last close
  * syncs its own file, as --close=sync does. A closed file found changed
@@ -552,6 +564,9 @@ static void inode_release(struct ufs *fs, struct ufs_inode *ino, bool may_keep)
 		ino->closed_mtim = st.st_mtim;
 		ino->closed_ctim = st.st_ctim;
 		ino->closed_size = (uint64_t)st.st_size;
+		ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
+		ino->closed_pending = ino->mtime.tv_sec != 0 || ino->mode_set;
+		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 		inode_teardown_end(fs, ino, -EBUSY);
 		return;
 	}
@@ -574,8 +589,43 @@ static void inode_put(struct ufs *fs, struct ufs_inode *ino)
 	inode_release(fs, ino, true);
 }
 
+/* Whether ino has a chunk dirty or in writeback. */
+static bool inode_unwritten(struct ufs_inode *ino)
+{
+	uint64_t off = 0;
+	us_buf *b;
+
+	while (us_buf_next(ino->obj, off, &b) == 0) {
+		int state = us_buf_state(b);
+
+		off = us_buf_offset(b) + us_buf_length(b);
+		us_buf_put(b);
+		if (state == US_BUF_DIRTY || state == US_BUF_WRITEBACK)
+			return true;
+	}
+	return false;
+}
+
+/* A closed file with cached writes whose time the backing file lacks
+ * (closed_pending), taken by the reaper: once they are all written back,
+ * the backing file gets their time (or the times set since), and the times
+ * and size to compare at the next open are taken anew. */
+static void closed_times(struct ufs *fs, struct ufs_inode *ino)
+{
+	struct stat st;
+
+	if (inode_unwritten(ino) || inode_times_of(fs, ino) != 0 ||
+	    fs->be->fstat(fs, ino->file, &st) != 0)
+		return;
+	ino->closed_mtim = st.st_mtim;
+	ino->closed_ctim = st.st_ctim;
+	ino->closed_size = (uint64_t)st.st_size;
+	ino->closed_pending = false;
+}
+
 /* One round of the reaper: the oldest closed files past fs->closed_soft
- * synced, then those whose data is clean forgotten. */
+ * synced, then those whose data is clean forgotten, and those whose data
+ * is written back given the time of their writes. */
 static void reap(struct ufs *fs)
 {
 	struct ufs_inode *batch[UFS_REAP_BATCH], *ino;
@@ -614,6 +664,8 @@ static void reap(struct ufs *fs)
 
 		if (rc == 0)
 			inode_times_of(fs, batch[i]);
+		else if (batch[i]->closed_pending)
+			closed_times(fs, batch[i]);
 		inode_teardown_end(fs, batch[i], rc);
 	}
 }
@@ -673,6 +725,7 @@ static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 				ino->mtime = st.st_mtim;
 			else
 				ino->mtime = write_time(ino);
+			ino->times_set = false;
 		}
 		if (size < old && tail && us_buf_lookup(ino->obj, size, &b) == 0) {
 			memset((char *)us_buf_data(b) + tail, 0, UFS_CHUNK_BYTES - tail);
@@ -787,6 +840,21 @@ static int inode_writeback(struct ufs_handle *h, struct ufs_inode *ino)
 		err_seen(ino, h->since);
 		ufs_mutex_unlock(&h->lock, UFS_RANK_HANDLE);
 	}
+	return rc;
+}
+
+/* By default, at a close: ino's dirty chunks handed to the write-back, not
+ * waited for; 0, or the write-back error h has not seen yet. */
+static int inode_writeback_start(struct ufs_handle *h, struct ufs_inode *ino)
+{
+	int err = 0, rc = 0;
+
+	us_object_flush(ino->obj, 0, US_UNLIMITED, 0);
+	ufs_mutex_lock(&h->lock, UFS_RANK_HANDLE);
+	if (us_object_check_error(ino->obj, &h->since, &err) == 1)
+		rc = err;
+	err_seen(ino, h->since);
+	ufs_mutex_unlock(&h->lock, UFS_RANK_HANDLE);
 	return rc;
 }
 
@@ -1245,6 +1313,35 @@ static void drop_behind(struct ufs *fs, struct ufs_inode *ino, uint64_t skip)
 	}
 }
 
+/*
+ * A write by a caller other than root through a direct-I/O descriptor
+ * (attach()): the kernel, which takes the set-user-ID bit away (and the
+ * set-group-ID bit of a group-executable file) for writes through its page
+ * cache, leaves it to the filesystem then, and the backing file, written
+ * by root, would keep them. Once per descriptor (a caller that writes
+ * cannot set them again without a chmod); the kernel then drops the
+ * file's attributes, which it keeps for a second (links.c).
+ */
+static void privs_kill(struct ufs *fs, struct ufs_handle *h)
+{
+	struct stat st;
+	mode_t m, kill;
+
+	if (fs->be->fstat(fs, h->file, &st) != 0)
+		return;
+	m = st.st_mode & 07777;
+	ufs_rwlock_rdlock(&h->ino->data_lock, UFS_RANK_DATA);
+	if (h->ino->mode_set)
+		m = h->ino->mode;
+	ufs_rwlock_unlock(&h->ino->data_lock, UFS_RANK_DATA);
+	kill = S_ISUID | ((m & S_IXGRP) ? S_ISGID : 0);
+	if (!(m & kill) || fs->be->fchmod(fs, h->file, m & ~kill) != 0)
+		return;
+	mode_forget(fs, h->ino, (mode_t)-1);
+	ufs_links_self(fs, h->path && !hidden_name(h->path) ? h->path : NULL, h->ino->dev,
+		       h->ino->ino);
+}
+
 static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -1260,6 +1357,8 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		return (int)fs->be->pwrite(fs, h->file, buf, size, (uint64_t)off);
 	}
 	atomic_store(&h->wrote, true);
+	if (atomic_load(&h->kill_privs) && atomic_exchange(&h->kill_privs, false))
+		privs_kill(fs, h);
 	wrlock(&ino->io_lock, UFS_RANK_IO);
 	while (done < size) {
 		uint64_t pos = (uint64_t)off + done, co = pos - pos % UFS_CHUNK_BYTES;
@@ -1343,6 +1442,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		if (pos + n > ino->size)
 			ino->size = pos + n;
 		ino->mtime = write_time(ino);
+		ino->times_set = false;
 		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 		/* Throttles this writer: pauses, or waits at the dirty limit
 		 * (the blocking form of us_buf_dirty(), in two steps, so that
@@ -1427,8 +1527,6 @@ out:
 /* ------------------------------------------------------------------------ */
 /* Open, close, sync                                                         */
 
-static void links_changed(struct ufs *fs, const char *path, struct ufs_handle *h);
-
 static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi, bool trunc,
 		  const char *path)
 {
@@ -1459,8 +1557,10 @@ static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi
 	 * mapped; other descriptors' cached pages are dropped at their next
 	 * read (auto_inval_data: the mtime moved, attr_timeout is 0). */
 	if (h->ino && !fs->opt.kernel_writeback && (fi->flags & O_ACCMODE) == O_WRONLY &&
-	    !(fi->flags & O_APPEND))
+	    !(fi->flags & O_APPEND)) {
 		fi->direct_io = 1;
+		atomic_store(&h->kill_privs, ctx->uid != 0);
+	}
 	fi->fh = (uint64_t)(uintptr_t)h;
 	if (trunc && rc == 0)
 		links_changed(fs, path, h);
@@ -1553,11 +1653,12 @@ static int ufs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	return attach(fs, f, fi, fi->flags & O_TRUNC, path);
 }
 
-/* close(): a descriptor that wrote writes the file back (the writes are
- * on the backing file or the server when it returns, where other openers
- * see them: close-to-open; not committed) and gets the write-back errors
- * seen since it was opened (or last told), once; with --close=sync the
- * integrity sync (committed too). See "Closed files" above. */
+/* close(): a descriptor that wrote starts the file's write-back and gets
+ * the write-back errors seen since it was opened (or last told), once;
+ * with --close=writeback it waits for the write-back (the writes are on
+ * the backing file or the server when it returns, where other openers see
+ * them: close-to-open; not committed); with --close=sync the integrity
+ * sync (committed too). See "Closed files" above. */
 static int ufs_flush(const char *path, struct fuse_file_info *fi)
 {
 	struct ufs_handle *h = handle_of(fi);
@@ -1570,6 +1671,8 @@ static int ufs_flush(const char *path, struct fuse_file_info *fi)
 		return 0; /* unlinked: dropped at the last release */
 	if (ufs_self()->opt.close_sync)
 		return inode_sync(h, h->ino);
+	if (!ufs_self()->opt.close_wait)
+		return inode_writeback_start(h, h->ino);
 	rc = inode_writeback(h, h->ino);
 	/* Written back: the backing file takes the time of the cached
 	 * writes, not the time of their write-back. */
@@ -1760,8 +1863,17 @@ static int ufs_getattr(const char *path, struct stat *st, struct fuse_file_info 
 			st->st_mtim = ino->mtime;
 			if (ts_before(st->st_ctim, ino->mtime))
 				st->st_ctim = ino->mtime;
+			if (ts_before(st->st_ctim, ino->ctime))
+				st->st_ctim = ino->ctime;
+			if (ino->atime.tv_nsec != UTIME_OMIT)
+				st->st_atim = ino->atime;
 			if (st->st_blocks < blocks)
 				st->st_blocks = blocks;
+		}
+		if (ino->mode_set) {
+			st->st_mode = (st->st_mode & S_IFMT) | ino->mode;
+			if (ts_before(st->st_ctim, ino->ctime))
+				st->st_ctim = ino->ctime;
 		}
 		times_shown(ino, st);
 		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
@@ -1775,23 +1887,67 @@ int ufs_inode_times(struct ufs_inode *ino)
 	return inode_times_of(ufs_self(), ino);
 }
 
+/* A chmod that waited (mode_set) made on the backing file. */
+static int inode_mode_of(struct ufs *fs, struct ufs_inode *ino)
+{
+	bool set;
+	mode_t mode;
+	int rc;
+
+	ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
+	set = ino->mode_set;
+	mode = ino->mode;
+	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+	if (!set)
+		return 0;
+	rc = fs->be->fchmod(fs, ino->file, mode);
+	if (rc == 0)
+		mode_forget(fs, ino, mode);
+	return rc;
+}
+
 static int inode_times_of(struct ufs *fs, struct ufs_inode *ino)
 {
-	struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT } };
+	struct timespec tv[2];
+	bool mset;
+	mode_t mode;
 	int rc = 0;
 
 	ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
+	tv[0] = ino->atime;
 	tv[1] = ino->mtime;
+	mset = ino->mode_set;
+	mode = ino->mode;
 	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
-	if (!tv[1].tv_sec)
+	if (!tv[1].tv_sec && !mset)
 		return 0;
-	rc = fs->be->futimens(fs, ino->file, tv);
+	if (!tv[1].tv_sec)
+		tv[0].tv_nsec = tv[1].tv_nsec = UTIME_OMIT;
+	/* A chmod that waited first, or with them. */
+	if (fs->be->fsetattrs) {
+		rc = fs->be->fsetattrs(fs, ino->file, mset ? mode : (mode_t)-1, tv);
+	} else {
+		if (mset)
+			rc = fs->be->fchmod(fs, ino->file, mode);
+		if (!rc && tv[1].tv_nsec != UTIME_OMIT)
+			rc = fs->be->futimens(fs, ino->file, tv);
+	}
+	if (rc)
+		return rc;
+	if (mset)
+		mode_forget(fs, ino, mode);
 	ufs_rwlock_wrlock(&ino->data_lock, UFS_RANK_DATA);
 	/* A write since: its time is still to come. */
-	if (!rc && ino->mtime.tv_sec == tv[1].tv_sec && ino->mtime.tv_nsec == tv[1].tv_nsec)
+	if (tv[1].tv_nsec != UTIME_OMIT && ts_eq(ino->mtime, tv[1])) {
 		ino->mtime.tv_sec = 0;
+		ino->times_set = false;
+	}
+	if (tv[0].tv_nsec != UTIME_OMIT && ts_eq(ino->atime, tv[0]))
+		ino->atime.tv_nsec = UTIME_OMIT;
+	if (!ino->mtime.tv_sec)
+		ino->ctime.tv_sec = 0;
 	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
-	return rc;
+	return 0;
 }
 
 /* Explicit times replace those of the cached writes. */
@@ -1799,6 +1955,9 @@ static void inode_times_set(struct ufs_inode *ino)
 {
 	ufs_rwlock_wrlock(&ino->data_lock, UFS_RANK_DATA);
 	ino->mtime.tv_sec = 0;
+	ino->times_set = false;
+	ino->atime.tv_nsec = UTIME_OMIT;
+	ino->ctime.tv_sec = 0;
 	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 }
 
@@ -1887,6 +2046,100 @@ static int ufs_rename(const char *from, const char *to, unsigned int flags)
 	return 0;
 }
 
+/* The chmod that waited, mode (any: UINT_MAX), is made or replaced. */
+static void mode_forget(struct ufs *fs, struct ufs_inode *ino, mode_t mode)
+{
+	ufs_rwlock_wrlock(&ino->data_lock, UFS_RANK_DATA);
+	if (ino->mode_set && (mode == (mode_t)-1 || ino->mode == mode)) {
+		ino->mode_set = false;
+		atomic_fetch_sub(&fs->modes_pending, 1);
+	}
+	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+}
+
+/*
+ * With --close=start, a chmod of a file whose cached writes the backing
+ * file does not have yet waits for them too, when it only adds permissions
+ * (cp -a and tar make a file with few and chmod it after writing it): it
+ * is made on the backing file before the writes' times (inode_times_of()),
+ * and until then getattr shows it and the backing file is the stricter.
+ * One that takes a permission away is made at once. true: taken so.
+ */
+static bool mode_defer(struct ufs *fs, struct ufs_inode *ino, mode_t mode)
+{
+	struct timespec now;
+	struct stat st;
+	bool pending, set, taken = false;
+	mode_t cur;
+
+	if (fs->opt.close_sync || fs->opt.close_wait)
+		return false;
+	mode &= 07777;
+	ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
+	pending = ino->mtime.tv_sec != 0;
+	set = ino->mode_set;
+	cur = ino->mode;
+	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+	if (!pending)
+		return false;
+	if (!set) {
+		if (fs->be->fstat(fs, ino->file, &st) != 0)
+			return false;
+		cur = st.st_mode & 07777;
+	}
+	if ((mode & cur) != cur)
+		return false;
+	clock_gettime(CLOCK_REALTIME, &now);
+	ufs_rwlock_wrlock(&ino->data_lock, UFS_RANK_DATA);
+	/* Unless a chmod or the write-back came between. */
+	if (ino->mtime.tv_sec && ino->mode_set == set && (!set || ino->mode == cur)) {
+		if (!ino->mode_set)
+			atomic_fetch_add(&fs->modes_pending, 1);
+		ino->mode_set = true;
+		ino->mode = mode;
+		ino->ctime = now;
+		taken = true;
+	}
+	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+	return taken;
+}
+
+/*
+ * With --close=start, times set on a file whose cached writes the backing
+ * file does not have yet wait for them: they take the place of the writes'
+ * time in ino (getattr shows them, and a later write its own time) and go
+ * to the backing file with it once the writes are written back (an fsync,
+ * the reaper after the last close, the unmount), so that cp -a and tar do
+ * not wait for each file's write-back. true: taken so. (An mtime of 0 s is
+ * "none" there: set at once.)
+ */
+static bool times_defer(struct ufs *fs, struct ufs_inode *ino, const struct timespec tv[2])
+{
+	struct timespec now, t[2];
+	bool taken = false;
+
+	if (fs->opt.close_sync || fs->opt.close_wait)
+		return false;
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (int k = 0; k < 2; k++)
+		t[k] = tv[k].tv_nsec == UTIME_NOW ? now : tv[k];
+	if (t[1].tv_nsec != UTIME_OMIT && t[1].tv_sec == 0)
+		return false;
+	ufs_rwlock_wrlock(&ino->data_lock, UFS_RANK_DATA);
+	if (ino->mtime.tv_sec) {
+		if (t[1].tv_nsec != UTIME_OMIT) {
+			ino->mtime = t[1];
+			ino->times_set = true;
+		}
+		if (t[0].tv_nsec != UTIME_OMIT)
+			ino->atime = t[0];
+		ino->ctime = now;
+		taken = true;
+	}
+	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+	return taken;
+}
+
 static int utimens_of(const char *path, const struct timespec tv[2], struct fuse_file_info *fi)
 {
 	struct ufs *fs = ufs_self();
@@ -1897,13 +2150,21 @@ static int utimens_of(const char *path, const struct timespec tv[2], struct fuse
 
 	/* Write back first, or the write-back would move the times set here
 	 * (cp -a, tar, rsync set them after writing): with --close=sync the
-	 * integrity sync, as before; else the writes only (their commit
-	 * leaves the times alone). */
-	if (h && h->ino)
+	 * integrity sync, as before; with --close=writeback the writes only
+	 * (their commit leaves the times alone); by default the times wait
+	 * for the write-back instead (times_defer()). */
+	if (h && h->ino) {
+		if (times_defer(fs, h->ino, tv))
+			return 0;
 		rc = inode_times_writeback(fs, h, h->ino);
-	else if (!h && ((ino = hidden_find(fs, path)) ||
-			(fs->be->lstat(fs, rel(path), &st) == 0 && (ino = inode_find(fs, &st)))))
+	} else if (!h && ((ino = hidden_find(fs, path)) ||
+			  (fs->be->lstat(fs, rel(path), &st) == 0 && (ino = inode_find(fs, &st))))) {
+		if (times_defer(fs, ino, tv)) {
+			inode_put(fs, ino);
+			return 0;
+		}
 		rc = inode_times_writeback(fs, NULL, ino);
+	}
 	if (!rc && h)
 		rc = fs->be->futimens(fs, h->file, tv);
 	else if (!rc && ino && hidden_name(path))
@@ -1968,22 +2229,42 @@ static int ufs_link(const char *from, const char *to)
 	return rc;
 }
 
+/* The cached inode of path (not open through h; the kernel names the file
+ * of an fchmod or fchown by its path): a chmod may wait with it
+ * (mode_defer()); a chown needs it only while one waits. */
+static struct ufs_inode *mode_inode(struct ufs *fs, const char *path, bool chmod)
+{
+	struct ufs_inode *ino = hidden_find(fs, path);
+	struct stat st;
+
+	if (!ino && (chmod || atomic_load(&fs->modes_pending)) &&
+	    fs->be->lstat(fs, rel(path), &st) == 0 && S_ISREG(st.st_mode))
+		ino = inode_find(fs, &st);
+	return ino;
+}
+
 static int chmod_of(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
 	struct ufs *fs = ufs_self();
 	struct ufs_handle *h = handle_of(fi);
-
-	struct ufs_inode *ino;
+	struct ufs_inode *ino = h ? h->ino : mode_inode(fs, path, true);
 	int rc;
 
-	if (h)
-		return fs->be->fchmod(fs, h->file, mode);
-	if ((ino = hidden_find(fs, path))) {
-		rc = fs->be->fchmod(fs, ino->file, mode);
-		inode_put(fs, ino);
-		return rc;
+	if (ino && mode_defer(fs, ino, mode)) {
+		rc = 0;
+	} else {
+		if (h)
+			rc = fs->be->fchmod(fs, h->file, mode);
+		else if (ino && hidden_name(path))
+			rc = fs->be->fchmod(fs, ino->file, mode);
+		else
+			rc = fs->be->chmod(fs, rel(path), mode);
+		if (rc == 0 && ino)
+			mode_forget(fs, ino, (mode_t)-1);
 	}
-	return fs->be->chmod(fs, rel(path), mode);
+	if (ino && !h)
+		inode_put(fs, ino);
+	return rc;
 }
 
 static int ufs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
@@ -2000,17 +2281,22 @@ static int chown_of(const char *path, uid_t uid, gid_t gid, struct fuse_file_inf
 	struct ufs *fs = ufs_self();
 	struct ufs_handle *h = handle_of(fi);
 
-	struct ufs_inode *ino;
-	int rc;
+	struct ufs_inode *ino = h ? h->ino : mode_inode(fs, path, false);
+	int rc = 0;
 
-	if (h)
-		return fs->be->fchown(fs, h->file, uid, gid);
-	if ((ino = hidden_find(fs, path))) {
+	/* A chown may take the set-user-ID bit away: a chmod that waits is
+	 * made first, not after it. */
+	if (ino)
+		rc = inode_mode_of(fs, ino);
+	if (rc == 0 && h)
+		rc = fs->be->fchown(fs, h->file, uid, gid);
+	else if (rc == 0 && ino && hidden_name(path))
 		rc = fs->be->fchown(fs, ino->file, uid, gid);
+	else if (rc == 0)
+		rc = fs->be->chown(fs, rel(path), uid, gid);
+	if (ino && !h)
 		inode_put(fs, ino);
-		return rc;
-	}
-	return fs->be->chown(fs, rel(path), uid, gid);
+	return rc;
 }
 
 static int ufs_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)

@@ -322,6 +322,25 @@ void ufs_links_changed(struct ufs *fs, const char *path, dev_t dev, ino_t ino)
 		invalidate(fs, others(fs, path, dev, ino, false));
 }
 
+void ufs_links_self(struct ufs *fs, const char *path, dev_t dev, ino_t ino)
+{
+	char **names = NULL, **all;
+	size_t n = 0;
+
+	if (atomic_load_explicit(&fs->nlinks_any, memory_order_relaxed))
+		names = others(fs, path, dev, ino, false);
+	while (names && names[n])
+		n++;
+	if (!path || !(all = realloc(names, (n + 2) * sizeof(*all)))) {
+		invalidate(fs, names);
+		return;
+	}
+	all[n + 1] = NULL;
+	if (!(all[n] = strdup(path)))
+		all[n] = NULL;
+	invalidate(fs, all);
+}
+
 void ufs_links_unlinked(struct ufs *fs, const char *path, dev_t dev, ino_t ino)
 {
 	if (path && atomic_load_explicit(&fs->nlinks_any, memory_order_relaxed))

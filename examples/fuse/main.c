@@ -90,11 +90,12 @@ static void usage(FILE *f)
 		"  --xattr                 pass extended attributes through (default: none, as\n"
 		"                          without it the kernel asks for security.capability\n"
 		"                          before every write)\n"
-		"  --close MODE            writeback (default): a close that wrote starts the\n"
-		"                          file's write-back and reports the errors seen, as on\n"
-		"                          a local filesystem (fsync is the integrity point);\n"
-		"                          sync: it also waits until the data is committed\n"
-		"                          (close-to-open durability)\n"
+		"  --close MODE            start (default): a close that wrote starts the file's\n"
+		"                          write-back and reports the errors seen, as on a local\n"
+		"                          filesystem (fsync is the integrity point); writeback:\n"
+		"                          it waits until the data is on the backing file or the\n"
+		"                          server (close-to-open: other clients see it); sync:\n"
+		"                          until it is committed (close-to-open durability)\n"
 		"  --rpcs N                NFS: WRITE3 RPCs in flight at most (default 16)\n"
 		"  --attr-cache TIME       NFS: how long attributes and missing names looked up\n"
 		"                          by path are kept (default 1s; 0: not kept)\n"
@@ -461,11 +462,13 @@ static int set_option(struct ufs_options *o, const char *a, const char *val)
 			return bad("--dirty-max: '%s' is not 0 or a size of at least 1M", val);
 	} else if (strncmp(a, "--close", 7) == 0) {
 		if (strcmp(val, "sync") == 0)
-			o->close_sync = true;
+			o->close_sync = true, o->close_wait = false;
 		else if (strcmp(val, "writeback") == 0)
-			o->close_sync = false;
+			o->close_sync = false, o->close_wait = true;
+		else if (strcmp(val, "start") == 0)
+			o->close_sync = false, o->close_wait = false;
 		else
-			return bad("--close: '%s' is not writeback or sync", val);
+			return bad("--close: '%s' is not start, writeback or sync", val);
 	} else if (strncmp(a, "--attr-cache", 12) == 0) {
 		if (strcmp(val, "0") == 0)
 			o->attr_cache_ns = 0;

@@ -198,6 +198,7 @@ struct ufs_options {
 	uint64_t dirty_max;	  /* the root's dirty limit at most, in bytes (0: the ratio's) */
 	unsigned rpcs;		  /* NFS: WRITE3 RPCs in flight at most */
 	bool close_sync;	  /* --close=sync: a close that wrote is an fsync */
+	bool close_wait;	  /* --close=writeback: it waits for the write-back */
 	uint64_t attr_cache_ns;	  /* NFS: how long attributes by path are kept (0: not) */
 };
 
@@ -241,6 +242,11 @@ struct ufs_inode {
 	 * read anew (fs.c iget()). */
 	struct timespec closed_mtim, closed_ctim;
 	uint64_t closed_size;
+	/* Closed with cached writes whose time the backing file does not have
+	 * yet (--close=start): its own write-back still changes the backing
+	 * file, so those are not compared until the reaper gave it the times
+	 * and took them anew. */
+	bool closed_pending;
 	/* The latest error cursor a descriptor was told of (fs.c err_seen());
 	 * a new descriptor starts there. */
 	_Atomic uint64_t err_seen;
@@ -255,6 +261,17 @@ struct ufs_inode {
 	 * ctime until the backing file has it (ufs_inode_times()); tv_sec 0:
 	 * none. Under data_lock. */
 	struct timespec mtime;
+	/* mtime was set by utimens, not by a write (a later write's time is
+	 * its own, not later than it); atime: the access time set with it
+	 * (tv_nsec UTIME_OMIT: none); ctime: when. Given to the backing file
+	 * with mtime. Under data_lock. */
+	bool times_set;
+	struct timespec atime, ctime;
+	/* A chmod that only added permissions, made on the backing file
+	 * before the times (mode_defer()): its permission bits. Under
+	 * data_lock. */
+	bool mode_set;
+	mode_t mode;
 	/* The latest time getattr has shown for the file (its mtime or
 	 * ctime, ns since the epoch): a cached write's time is later. */
 	_Atomic uint64_t shown_ns;
@@ -305,6 +322,7 @@ struct ufs {
 	atomic_uint_fast64_t seq; /* the last write sequence number handed out */
 	atomic_uint_fast64_t dropped_behind; /* clean chunks dropped by writers (fs.c) */
 	atomic_uint_fast64_t fill_bytes;     /* read from the backend for partial writes */
+	atomic_uint modes_pending;	     /* inodes with a chmod not yet made (mode_set) */
 
 	pthread_mutex_t itable_lock;
 	pthread_cond_t itable_cond; /* an inode finished closing */
@@ -349,6 +367,9 @@ struct ufs {
 struct stat;
 void ufs_links_note(struct ufs *fs, const char *path, const struct stat *st);
 void ufs_links_changed(struct ufs *fs, const char *path, dev_t dev, ino_t ino);
+/* The same, path's own attributes too: a change the kernel does not see
+ * made (a write's loss of the set-user-ID bit). */
+void ufs_links_self(struct ufs *fs, const char *path, dev_t dev, ino_t ino);
 void ufs_links_unlinked(struct ufs *fs, const char *path, dev_t dev, ino_t ino);
 void ufs_links_linked(struct ufs *fs, const char *from, const char *to, const struct stat *st);
 void ufs_links_renamed(struct ufs *fs, const char *from, const char *to, dev_t dev, ino_t ino);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A close is not an fsync. By default a close that wrote starts the file's
-# write-back (its data is written to the backing file, not yet committed) and
+# write-back (its data is then written to the backing file, not committed;
+# --close=writeback waits for that, checked at the end) and
 # the file stays cached, closed, until its data is clean: fsync commits it,
 # the reaper then forgets it; unlink drops its cache; unmount commits what
 # is left, with the times of the cached writes. With --close=sync the close
@@ -72,7 +73,15 @@ cmp "$WORK/c.ref" "$WORK/c.expect" || fail "c reads back wrong after a reopen"
 
 # Changed behind the cache while closed (as another NFS client would):
 # the next open reads the file anew, not the closed file's chunks.
+# (Once its own write-back is done: until the reaper gives the backing
+# file the write's time, the close's write-back still changes it.)
 head -c 200000 "$WORK/blob" >"$WORK/mnt/d"
+for _ in $(seq 100); do
+	[[ $(stat -c %y "$WORK/backing/d") == $(stat -c %y "$WORK/mnt/d") ]] && break
+	sleep 0.05
+done
+[[ $(stat -c %y "$WORK/backing/d") == $(stat -c %y "$WORK/mnt/d") ]] ||
+	fail "d's write-back did not give the backing file its time"
 sleep 0.05 # a new mtime, whatever the clock's grain
 tail -c 150000 "$WORK/blob" >"$WORK/backing/d"
 cmp <(tail -c 150000 "$WORK/blob") "$WORK/mnt/d" || fail "d changed behind the cache reads stale"
@@ -83,6 +92,32 @@ echo "changed behind the cache: read anew"
 head -c 100000 "$WORK/blob" >"$WORK/mnt/t"
 touch -d '2001-02-03 04:05:06' "$WORK/mnt/t"
 [[ $(stat -c %Y "$WORK/mnt/t") -eq $(date -d '2001-02-03 04:05:06' +%s) ]] || fail "t's time"
+# A chmod that adds permissions to a file with cached writes waits for
+# their write-back, with their times (cp -a: a file made with few, written,
+# then its times and mode set); one that takes permissions away is made at
+# once. Held open (written by the shell itself: a close of any descriptor
+# of it would give the file its times): the times and the mode wait for
+# the close, whether the engine wrote the data back meanwhile or not.
+head -c 3750 "$WORK/blob" | base64 -w0 >"$WORK/m.expect"
+exec 7>"$WORK/mnt/m"
+printf %s "$(cat "$WORK/m.expect")" >&7
+chmod 600 "$WORK/mnt/m"
+[[ $(stat -c %a "$WORK/backing/m") == 600 ]] || fail "a chmod taking permissions away waited"
+chmod 755 "$WORK/mnt/m"
+touch -d '2002-03-04 05:06:07' "$WORK/mnt/m"
+[[ $(stat -c %a "$WORK/mnt/m") == 755 ]] || fail "m's mode through the mount: $(stat -c %a "$WORK/mnt/m")"
+[[ $(stat -c %Y "$WORK/mnt/m") -eq $(date -d '2002-03-04 05:06:07' +%s) ]] || fail "m's time through the mount"
+[[ $(stat -c %a "$WORK/backing/m") == 600 ]] || fail "the chmod of m did not wait for its writes"
+exec 7>&-
+for _ in $(seq 100); do
+	[[ $(stat -c %a.%Y "$WORK/backing/m") == 755.$(date -d '2002-03-04 05:06:07' +%s) ]] && break
+	sleep 0.05
+done
+[[ $(stat -c %a.%Y "$WORK/backing/m") == 755.$(date -d '2002-03-04 05:06:07' +%s) ]] ||
+	fail "m's mode and time not given to the backing file after its write-back: $(stat -c %a.%y "$WORK/backing/m")"
+cmp "$WORK/m.expect" "$WORK/backing/m" || fail "m wrong in the backing directory"
+echo "chmod and times after writing: made with the write-back"
+
 ufs_unmount close "$WORK/mnt"
 cmp "$WORK/c.ref" "$WORK/backing/c" || fail "c wrong in the backing directory after unmount"
 cmp -n 100000 "$WORK/blob" "$WORK/backing/t" || fail "t wrong in the backing directory"
@@ -105,4 +140,20 @@ stats_wait "$st"
 ufs_unmount closesync "$WORK/mnt"
 cmp -n 300000 "$WORK/blob" "$WORK/backing/s" || fail "s wrong in the backing directory"
 echo "--close=sync: committed at close"
+
+# --close=writeback: the close returns once the data is in the backing file
+# (close-to-open: another opener of it reads it), with the write's time;
+# not committed.
+rm -f "$st"
+ufs_mount closewb "$WORK/backing" "$WORK/mnt" --max 32M --stats "$st" \
+	--commit-interval 60s --dirty-expire 60s --close=writeback
+head -c 300000 "$WORK/blob" >"$WORK/mnt/w"
+cmp -n 300000 "$WORK/blob" "$WORK/backing/w" || fail "--close=writeback: w not in the backing file at close"
+[[ $(stat -c %y "$WORK/backing/w") == $(stat -c %y "$WORK/mnt/w") ]] ||
+	fail "--close=writeback: w's time not the write's at close"
+stats_wait "$st"
+stats_wait "$st"
+[[ $(stat_of "$st" / committed) -eq 0 ]] || fail "--close=writeback: close committed"
+ufs_unmount closewb "$WORK/mnt"
+echo "--close=writeback: written back at close, not committed"
 echo PASS

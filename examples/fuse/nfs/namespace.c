@@ -700,6 +700,20 @@ static int nfs_futimens_file(struct ufs *fs, struct ufs_bfile *f, const struct t
 	return setattr_of(nb_of(fs), f, NULL, &sa);
 }
 
+/* A chmod and times in one SETATTR3. */
+static int nfs_fsetattrs_file(struct ufs *fs, struct ufs_bfile *f, mode_t mode,
+			      const struct timespec tv[2])
+{
+	sattr3 sa;
+
+	sa_times(&sa, tv);
+	if (mode != (mode_t)-1) {
+		sa.mode.set_it = 1;
+		sa.mode.set_mode3_u.mode = (mode3)(mode & 07777);
+	}
+	return setattr_of(nb_of(fs), f, NULL, &sa);
+}
+
 static int nfs_opendir_path(struct ufs *fs, const char *rel, struct ufs_bfile **out)
 {
 	struct ufs_bfile *f = bfile_new(rel);
@@ -1027,6 +1041,7 @@ const struct ufs_backend ufs_backend_nfs = {
 	.fchmod = nfs_fchmod_file,
 	.fchown = nfs_fchown_file,
 	.futimens = nfs_futimens_file,
+	.fsetattrs = nfs_fsetattrs_file,
 	.opendir = nfs_opendir_path,
 	.readdir = nfs_readdir_dir,
 	.lstat = nfs_lstat_path,
