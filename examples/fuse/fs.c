@@ -39,9 +39,7 @@ struct ufs_handle {
 	pthread_mutex_t lock;	/* since (rank 2, ufuse.h "LOCKS") */
 	uint64_t since;		/* the errseq cursor of this open file */
 	atomic_bool wrote;	/* a write came through this handle */
-	/* Direct I/O for a caller other than root: its first write takes the
-	 * set-user-ID bits away (privs_kill()). */
-	atomic_bool kill_privs;
+	bool direct;		/* direct I/O: writes take set-user-ID away here (privs_kill()) */
 	char *path;		/* the name it was opened by (links.c), or NULL */
 };
 
@@ -71,6 +69,13 @@ static bool ts_before(struct timespec a, struct timespec b)
 static uint64_t ts_ns(struct timespec t)
 {
 	return t.tv_sec < 0 ? 0 : (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* The bits of mode a write by a user other than root takes away: the
+ * set-user-ID bit, and set-group-ID from a group-executable file. */
+static mode_t privs_of(mode_t mode)
+{
+	return mode & (S_ISUID | ((mode & S_IXGRP) ? S_ISGID : 0));
 }
 
 /* Raises ino's shown_ns to the later of st's mtime and ctime. */
@@ -379,6 +384,7 @@ static struct ufs_inode *inode_get(struct ufs *fs, struct ufs_bfile *f, pid_t pi
 	ino->ino = st.st_ino;
 	ino->size = (uint64_t)st.st_size;
 	ino->atime.tv_nsec = UTIME_OMIT;
+	atomic_store(&ino->privs, privs_of(st.st_mode) != 0);
 	times_shown(ino, &st);
 	ino->opens = 1;
 	pthread_rwlock_init(&ino->io_lock, NULL);
@@ -533,6 +539,20 @@ static int inode_destroy(struct ufs *fs, struct ufs_inode *ino, bool wait)
 	return rc;
 }
 
+/* Times or a mode that waited for the write-back (times_defer(),
+ * mode_defer()) given to the backing file after the last close, when no
+ * descriptor is left to tell of a failure: it goes to standard error. */
+static void attrs_closed(struct ufs *fs, struct ufs_inode *ino)
+{
+	int rc = inode_times_of(fs, ino);
+
+	if (rc)
+		fprintf(stderr,
+			"unstable-fuse: inode %llu: the times or mode set after its writes could not be "
+			"given to the backing file: %s\n",
+			(unsigned long long)ino->ino, strerror(-rc));
+}
+
 /*
  * Gives back an open. The last one leaves the file on the list of closed
  * files; or, with --close=sync or past fs->closed_hard closed files,
@@ -580,7 +600,7 @@ static void inode_release(struct ufs *fs, struct ufs_inode *ino, bool may_keep)
 	/* Written back: the backing file takes the time of the cached
 	 * writes, not the time of their write-back. */
 	if (rc == 0 && !gone)
-		inode_times_of(fs, ino);
+		attrs_closed(fs, ino);
 	inode_teardown_end(fs, ino, rc);
 }
 
@@ -614,13 +634,17 @@ static void closed_times(struct ufs *fs, struct ufs_inode *ino)
 {
 	struct stat st;
 
-	if (inode_unwritten(ino) || inode_times_of(fs, ino) != 0 ||
-	    fs->be->fstat(fs, ino->file, &st) != 0)
+	if (inode_unwritten(ino))
+		return;
+	/* One try: what failed is tried again (and reported) when the file
+	 * is forgotten. Its own changes are then done: those the backing
+	 * file shows from here on are another client's. */
+	ino->closed_pending = false;
+	if (inode_times_of(fs, ino) != 0 || fs->be->fstat(fs, ino->file, &st) != 0)
 		return;
 	ino->closed_mtim = st.st_mtim;
 	ino->closed_ctim = st.st_ctim;
 	ino->closed_size = (uint64_t)st.st_size;
-	ino->closed_pending = false;
 }
 
 /* One round of the reaper: the oldest closed files past fs->closed_soft
@@ -645,29 +669,34 @@ static void reap(struct ufs *fs)
 	for (i = 0; i < n; i++)
 		inode_release(fs, batch[i], false);
 
-	n = 0;
+	/* One at a time, each as long as its round trips (a SETATTR3 and a
+	 * GETATTR3 through NFS): whoever looks a file up meanwhile waits for
+	 * that file only (iget()). A file kept goes back to the end of the
+	 * list, so that each is looked at once a round. */
 	ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
-	while ((ino = fs->closed_head) && n < UFS_REAP_BATCH) {
+	n = (int)(fs->nclosed < UFS_REAP_BATCH ? fs->nclosed : UFS_REAP_BATCH);
+	for (i = 0; i < n && (ino = fs->closed_head); i++) {
+		int rc;
+
 		closed_del(fs, ino);
 		ino->closing = true;
 		/* Still a closed file kept, for the statistics, until
 		 * inode_teardown_end() keeps or forgets it. */
 		ino->reaping = true;
 		fs->nreaping++;
-		batch[n++] = ino;
-	}
-	/* (One with an error no descriptor was told of is kept for the next
-	 * opener, but past the soft cap: inode_destroy() leaves it.) */
-	ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
-	for (i = 0; i < n; i++) {
-		int rc = inode_destroy(fs, batch[i], false);
-
+		ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
+		/* (One with an error no descriptor was told of is kept for the
+		 * next opener, but past the soft cap: inode_destroy() leaves
+		 * it.) */
+		rc = inode_destroy(fs, ino, false);
 		if (rc == 0)
-			inode_times_of(fs, batch[i]);
-		else if (batch[i]->closed_pending)
-			closed_times(fs, batch[i]);
-		inode_teardown_end(fs, batch[i], rc);
+			attrs_closed(fs, ino);
+		else if (ino->closed_pending)
+			closed_times(fs, ino);
+		inode_teardown_end(fs, ino, rc);
+		ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
 	}
+	ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 }
 
 static void *reaper_main(void *arg)
@@ -767,9 +796,10 @@ static int inode_sync(struct ufs_handle *h, struct ufs_inode *ino)
 	}
 	/* Written back: the backing file takes the time of the cached
 	 * writes, not the time of their write-back (which getattr no longer
-	 * overrides once the file is closed). */
+	 * overrides once the file is closed), and the times and mode set
+	 * since, whose failure the sync reports. */
 	if (rc == 0)
-		ufs_inode_times(ino);
+		rc = ufs_inode_times(ino);
 	return rc;
 }
 
@@ -893,7 +923,7 @@ int ufs_engine_stop(struct ufs *fs)
 
 			fs->itable[i] = ino->next;
 			/* Closed files: the time of their cached writes. */
-			inode_times_of(fs, ino);
+			attrs_closed(fs, ino);
 			ifree(fs, ino);
 		}
 	}
@@ -1318,28 +1348,36 @@ static void drop_behind(struct ufs *fs, struct ufs_inode *ino, uint64_t skip)
  * (attach()): the kernel, which takes the set-user-ID bit away (and the
  * set-group-ID bit of a group-executable file) for writes through its page
  * cache, leaves it to the filesystem then, and the backing file, written
- * by root, would keep them. Once per descriptor (a caller that writes
- * cannot set them again without a chmod); the kernel then drops the
- * file's attributes, which it keeps for a second (links.c).
+ * by root, would keep them. Looked at while ino->privs says the file may
+ * have them (set from its mode when cached, and by every chmod that sets
+ * them). With io_lock exclusive (the attributes' lock: inode_times_of());
+ * true: the mode changed, and the caller has the kernel drop the file's
+ * attributes, which it keeps for a second (links.c), once io_lock is
+ * given back.
  */
-static void privs_kill(struct ufs *fs, struct ufs_handle *h)
+static bool privs_kill(struct ufs *fs, struct ufs_handle *h)
 {
+	struct ufs_inode *ino = h->ino;
 	struct stat st;
 	mode_t m, kill;
 
 	if (fs->be->fstat(fs, h->file, &st) != 0)
-		return;
+		return false; /* looked at again at the next write */
 	m = st.st_mode & 07777;
-	ufs_rwlock_rdlock(&h->ino->data_lock, UFS_RANK_DATA);
-	if (h->ino->mode_set)
-		m = h->ino->mode;
-	ufs_rwlock_unlock(&h->ino->data_lock, UFS_RANK_DATA);
-	kill = S_ISUID | ((m & S_IXGRP) ? S_ISGID : 0);
-	if (!(m & kill) || fs->be->fchmod(fs, h->file, m & ~kill) != 0)
-		return;
-	mode_forget(fs, h->ino, (mode_t)-1);
-	ufs_links_self(fs, h->path && !hidden_name(h->path) ? h->path : NULL, h->ino->dev,
-		       h->ino->ino);
+	ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
+	if (ino->mode_set)
+		m = ino->mode;
+	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+	kill = privs_of(m);
+	if (!kill) {
+		atomic_store(&ino->privs, false);
+		return false;
+	}
+	if (fs->be->fchmod(fs, h->file, m & ~kill) != 0)
+		return false;
+	mode_forget(fs, ino, (mode_t)-1);
+	atomic_store(&ino->privs, privs_of(m & ~kill) != 0);
+	return true;
 }
 
 static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
@@ -1349,6 +1387,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 	struct ufs_handle *h = handle_of(fi);
 	struct ufs_inode *ino = h->ino;
 	size_t done = 0;
+	bool killed = false;
 	int rc = 0;
 
 	(void)path;
@@ -1357,9 +1396,9 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		return (int)fs->be->pwrite(fs, h->file, buf, size, (uint64_t)off);
 	}
 	atomic_store(&h->wrote, true);
-	if (atomic_load(&h->kill_privs) && atomic_exchange(&h->kill_privs, false))
-		privs_kill(fs, h);
 	wrlock(&ino->io_lock, UFS_RANK_IO);
+	if (h->direct && atomic_load(&ino->privs) && fuse_get_context()->uid != 0)
+		killed = privs_kill(fs, h);
 	while (done < size) {
 		uint64_t pos = (uint64_t)off + done, co = pos - pos % UFS_CHUNK_BYTES;
 		uint64_t n = min_u64(size - done, co + UFS_CHUNK_BYTES - pos);
@@ -1460,6 +1499,9 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		done += n;
 	}
 	ufs_rwlock_unlock(&ino->io_lock, UFS_RANK_IO);
+	if (killed)
+		ufs_links_self(fs, h->path && !hidden_name(h->path) ? h->path : NULL, ino->dev,
+			       ino->ino);
 	return done ? (int)done : rc;
 }
 
@@ -1559,7 +1601,7 @@ static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi
 	if (h->ino && !fs->opt.kernel_writeback && (fi->flags & O_ACCMODE) == O_WRONLY &&
 	    !(fi->flags & O_APPEND)) {
 		fi->direct_io = 1;
-		atomic_store(&h->kill_privs, ctx->uid != 0);
+		h->direct = true;
 	}
 	fi->fh = (uint64_t)(uintptr_t)h;
 	if (trunc && rc == 0)
@@ -1837,8 +1879,11 @@ static int ufs_getattr(const char *path, struct stat *st, struct fuse_file_info 
 {
 	struct ufs *fs = ufs_self();
 	struct ufs_handle *h = handle_of(fi);
+	/* Attributes that waited and were given to a backing file since its
+	 * stat below: taken again (the waiting ones may be gone by then). */
+	uint64_t applied = atomic_load(&fs->attrs_applied);
 	struct ufs_inode *ino;
-	int rc;
+	int rc, again = 0;
 
 	if (h) {
 		rc = fs->be->fstat(fs, h->file, st);
@@ -1854,6 +1899,15 @@ static int ufs_getattr(const char *path, struct stat *st, struct fuse_file_info 
 		ufs_links_note(fs, path, st);
 	if ((ino = inode_find(fs, st))) {
 		ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
+		while (atomic_load(&fs->attrs_applied) != applied && again++ < 3) {
+			struct stat now;
+
+			ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+			applied = atomic_load(&fs->attrs_applied);
+			if (fs->be->fstat(fs, ino->file, &now) == 0)
+				*st = now;
+			ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
+		}
 		st->st_size = (off_t)ino->size;
 		/* Cached writes not yet on the backing file: their time, and
 		 * the blocks their data will take. */
@@ -1887,7 +1941,8 @@ int ufs_inode_times(struct ufs_inode *ino)
 	return inode_times_of(ufs_self(), ino);
 }
 
-/* A chmod that waited (mode_set) made on the backing file. */
+/* A chmod that waited (mode_set) made on the backing file. With io_lock
+ * exclusive. */
 static int inode_mode_of(struct ufs *fs, struct ufs_inode *ino)
 {
 	bool set;
@@ -1906,7 +1961,7 @@ static int inode_mode_of(struct ufs *fs, struct ufs_inode *ino)
 	return rc;
 }
 
-static int inode_times_of(struct ufs *fs, struct ufs_inode *ino)
+static int inode_times_of_locked(struct ufs *fs, struct ufs_inode *ino)
 {
 	struct timespec tv[2];
 	bool mset;
@@ -1934,6 +1989,7 @@ static int inode_times_of(struct ufs *fs, struct ufs_inode *ino)
 	}
 	if (rc)
 		return rc;
+	atomic_fetch_add(&fs->attrs_applied, 1); /* before they stop waiting: ufs_getattr() */
 	if (mset)
 		mode_forget(fs, ino, mode);
 	ufs_rwlock_wrlock(&ino->data_lock, UFS_RANK_DATA);
@@ -1948,6 +2004,23 @@ static int inode_times_of(struct ufs *fs, struct ufs_inode *ino)
 		ino->ctime.tv_sec = 0;
 	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 	return 0;
+}
+
+/*
+ * The backing file gets the mtime of the cached writes (or the times set
+ * since) and a chmod that waited. Under io_lock exclusive, the file's
+ * attribute lock: what is read here as waiting is made and forgotten
+ * before a chmod or chown made at once (chmod_of(), chown_of()) or a
+ * write's loss of set-user-ID (privs_kill()) can come between.
+ */
+static int inode_times_of(struct ufs *fs, struct ufs_inode *ino)
+{
+	int rc;
+
+	wrlock(&ino->io_lock, UFS_RANK_IO);
+	rc = inode_times_of_locked(fs, ino);
+	ufs_rwlock_unlock(&ino->io_lock, UFS_RANK_IO);
+	return rc;
 }
 
 /* Explicit times replace those of the cached writes. */
@@ -2235,9 +2308,10 @@ static int ufs_link(const char *from, const char *to)
 static struct ufs_inode *mode_inode(struct ufs *fs, const char *path, bool chmod)
 {
 	struct ufs_inode *ino = hidden_find(fs, path);
+	bool defer = chmod && !fs->opt.close_sync && !fs->opt.close_wait;
 	struct stat st;
 
-	if (!ino && (chmod || atomic_load(&fs->modes_pending)) &&
+	if (!ino && (defer || atomic_load(&fs->modes_pending)) &&
 	    fs->be->lstat(fs, rel(path), &st) == 0 && S_ISREG(st.st_mode))
 		ino = inode_find(fs, &st);
 	return ino;
@@ -2250,6 +2324,13 @@ static int chmod_of(const char *path, mode_t mode, struct fuse_file_info *fi)
 	struct ufs_inode *ino = h ? h->ino : mode_inode(fs, path, true);
 	int rc;
 
+	/* Under the file's attribute lock (inode_times_of()): a chmod made
+	 * at once is not undone by one that waited and is being made. */
+	if (ino) {
+		wrlock(&ino->io_lock, UFS_RANK_IO);
+		if (privs_of(mode))
+			atomic_store(&ino->privs, true);
+	}
 	if (ino && mode_defer(fs, ino, mode)) {
 		rc = 0;
 	} else {
@@ -2262,6 +2343,8 @@ static int chmod_of(const char *path, mode_t mode, struct fuse_file_info *fi)
 		if (rc == 0 && ino)
 			mode_forget(fs, ino, (mode_t)-1);
 	}
+	if (ino)
+		ufs_rwlock_unlock(&ino->io_lock, UFS_RANK_IO);
 	if (ino && !h)
 		inode_put(fs, ino);
 	return rc;
@@ -2285,15 +2368,19 @@ static int chown_of(const char *path, uid_t uid, gid_t gid, struct fuse_file_inf
 	int rc = 0;
 
 	/* A chown may take the set-user-ID bit away: a chmod that waits is
-	 * made first, not after it. */
-	if (ino)
+	 * made first, not after it (under the attribute lock, as a chmod). */
+	if (ino) {
+		wrlock(&ino->io_lock, UFS_RANK_IO);
 		rc = inode_mode_of(fs, ino);
+	}
 	if (rc == 0 && h)
 		rc = fs->be->fchown(fs, h->file, uid, gid);
 	else if (rc == 0 && ino && hidden_name(path))
 		rc = fs->be->fchown(fs, ino->file, uid, gid);
 	else if (rc == 0)
 		rc = fs->be->chown(fs, rel(path), uid, gid);
+	if (ino)
+		ufs_rwlock_unlock(&ino->io_lock, UFS_RANK_IO);
 	if (ino && !h)
 		inode_put(fs, ino);
 	return rc;

@@ -272,6 +272,9 @@ struct ufs_inode {
 	 * data_lock. */
 	bool mode_set;
 	mode_t mode;
+	/* The file may have a set-user-ID bit that a write takes away (fs.c
+	 * privs_kill()). */
+	atomic_bool privs;
 	/* The latest time getattr has shown for the file (its mtime or
 	 * ctime, ns since the epoch): a cached write's time is later. */
 	_Atomic uint64_t shown_ns;
@@ -323,6 +326,7 @@ struct ufs {
 	atomic_uint_fast64_t dropped_behind; /* clean chunks dropped by writers (fs.c) */
 	atomic_uint_fast64_t fill_bytes;     /* read from the backend for partial writes */
 	atomic_uint modes_pending;	     /* inodes with a chmod not yet made (mode_set) */
+	atomic_uint_fast64_t attrs_applied;  /* attributes that waited given to backing files */
 
 	pthread_mutex_t itable_lock;
 	pthread_cond_t itable_cond; /* an inode finished closing */
