@@ -231,6 +231,10 @@ struct ufs_inode {
 	us_object *obj;
 	unsigned opens;		/* open handles; protected by itable_lock */
 	bool closing;		/* being torn down; protected by itable_lock */
+	unsigned unlinking;	/* names being removed (fs.c inode_unlink_begin());
+				   protected by itable_lock */
+	bool gone;		/* lost its last name: not found by (dev, ino) again
+				   (fs.c ifind()); protected by itable_lock */
 	/* Closed and kept until its data is clean (fs.c, "Closed files"): on
 	 * fs->closed_head's list, oldest first, while opens is 0. Under
 	 * itable_lock. */
