@@ -225,7 +225,7 @@ static struct ufs_inode *ifind(struct ufs *fs, dev_t dev, ino_t ino)
 	struct ufs_inode *i;
 
 	for (i = fs->itable[ihash(dev, ino)]; i; i = i->next)
-		if (i->dev == dev && i->ino == ino)
+		if (i->dev == dev && i->ino == ino && !i->gone)
 			return i;
 	return NULL;
 }
@@ -287,7 +287,7 @@ static struct ufs_inode *iget(struct ufs *fs, dev_t dev, ino_t ino, const struct
 	struct ufs_inode *i;
 
 	*stale = false;
-	while ((i = ifind(fs, dev, ino)) && i->closing) {
+	while ((i = ifind(fs, dev, ino)) && (i->closing || i->unlinking)) {
 		ufs_loop_yield();
 		ufs_cond_wait(&fs->itable_cond, &fs->itable_lock, UFS_RANK_ITABLE);
 	}
@@ -497,7 +497,10 @@ static void links_changed(struct ufs *fs, const char *path, struct ufs_handle *h
  *
  * Teardown (a file unlinked, or forgotten) marks the inode closing: whoever
  * looks it up meanwhile waits (iget()), since its data may be on its way
- * to the backing file, which alone would show it stale.
+ * to the backing file, which alone would show it stale. So does a name's
+ * removal (inode_unlink_begin()): once the server removed the file, it may
+ * give its inode number to a file made at once by another thread, which
+ * must not be taken for the cached one.
  */
 #define UFS_REAP_BATCH 256
 
@@ -718,14 +721,45 @@ static void *reaper_main(void *arg)
 	return NULL;
 }
 
-/* A name of (dev, ino) went away (unlink, rename over it): if that was its
- * last link and nobody has it open, its cache is dropped now. */
-static void inode_unlinked(struct ufs *fs, const struct stat *st)
+/*
+ * Before a name of the file st is removed (unlink, a rename over it): its
+ * cached inode, with one more open, marked so that a lookup of its (dev,
+ * ino) waits (iget()) until inode_unlink_end(). Without it, a file made by
+ * another thread while the removal was under way, given the same inode
+ * number by the server (ext4 reuses them at once), was taken for the
+ * removed file's cached inode, and its data written to the removed file
+ * (four cp -a at once beside a loop of unlinks: tests/nfs/nsconns.sh).
+ */
+static struct ufs_inode *inode_unlink_begin(struct ufs *fs, const struct stat *st)
 {
 	struct ufs_inode *ino = inode_find(fs, st);
 
-	if (ino)
-		inode_put(fs, ino);
+	if (ino) {
+		ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
+		ino->unlinking++;
+		ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
+	}
+	return ino;
+}
+
+/* After the removal (rc: its result): if the file lost its last name, its
+ * inode is never found by (dev, ino) again (ifind()), whoever else still
+ * holds it; the lookups that waited go on, and the open is given back (the
+ * last one forgets the inode then, its cache dropped). */
+static void inode_unlink_end(struct ufs *fs, struct ufs_inode *ino, int rc)
+{
+	bool gone;
+
+	if (!ino)
+		return;
+	gone = rc == 0 && inode_gone(fs, ino);
+	ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
+	ino->unlinking--;
+	if (gone)
+		ino->gone = true;
+	pthread_cond_broadcast(&fs->itable_cond);
+	ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
+	inode_put(fs, ino);
 }
 
 /* Sets the logical size: the backing file is truncated (or extended) at
@@ -2075,6 +2109,7 @@ static int ufs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 static int ufs_unlink(const char *path)
 {
 	struct ufs *fs = ufs_self();
+	struct ufs_inode *ino = NULL;
 	struct stat st;
 	bool had;
 	int rc;
@@ -2082,19 +2117,21 @@ static int ufs_unlink(const char *path)
 	if (hidden_forget(fs, path))
 		return 0; /* after the last release of an open file unlinked */
 	had = fs->be->lstat(fs, rel(path), &st) == 0;
+	if (had)
+		ino = inode_unlink_begin(fs, &st);
 	rc = fs->be->unlink(fs, rel(path));
+	inode_unlink_end(fs, ino, rc);
 	if (rc)
 		return rc;
-	if (had) {
-		inode_unlinked(fs, &st);
+	if (had)
 		ufs_links_unlinked(fs, path, st.st_dev, st.st_ino);
-	}
 	return 0;
 }
 
 static int ufs_rename(const char *from, const char *to, unsigned int flags)
 {
 	struct ufs *fs = ufs_self();
+	struct ufs_inode *ino = NULL;
 	struct stat st, mst;
 	bool had, moved;
 	int rc;
@@ -2104,14 +2141,15 @@ static int ufs_rename(const char *from, const char *to, unsigned int flags)
 	had = fs->be->lstat(fs, rel(to), &st) == 0;
 	moved = atomic_load_explicit(&fs->nlinks_any, memory_order_relaxed) &&
 		fs->be->lstat(fs, rel(from), &mst) == 0;
+	if (had && !(flags & RENAME_EXCHANGE))
+		ino = inode_unlink_begin(fs, &st);
 	/* The cache follows the inode, not the name: nothing moves. */
 	rc = fs->be->rename(fs, rel(from), rel(to), flags);
+	inode_unlink_end(fs, ino, rc);
 	if (rc)
 		return rc;
-	if (had && !(flags & RENAME_EXCHANGE)) {
-		inode_unlinked(fs, &st);
+	if (had && !(flags & RENAME_EXCHANGE))
 		ufs_links_unlinked(fs, to, st.st_dev, st.st_ino);
-	}
 	if (moved)
 		ufs_links_renamed(fs, from, to, mst.st_dev, mst.st_ino);
 	if (moved && had && (flags & RENAME_EXCHANGE))

@@ -4,7 +4,7 @@
  *               [--commit-interval TIME] [--dirty-expire TIME] [--stats FILE]
  *               [--flushers N]
  *               [--dirty-ratio N] [--dirty-max SIZE] [--clean-max SIZE]
- *               [--xattr] [--rpcs N] [--attr-cache TIME] [--no-cache]
+ *               [--xattr] [--rpcs N] [--ns-conns N] [--attr-cache TIME] [--no-cache]
  *               [--kernel-writeback] [--no-hugepages]
  *               [--direct-writeback|--buffered-writeback] [-V] [-h]
  *               [FUSE options: -d, -s, -o opt,...]
@@ -97,6 +97,9 @@ static void usage(FILE *f)
 		"                          server (close-to-open: other clients see it); sync:\n"
 		"                          until it is committed (close-to-open durability)\n"
 		"  --rpcs N                NFS: WRITE3 RPCs in flight at most (default 16)\n"
+		"  --ns-conns N            NFS: namespace connections, each a libnfs context:\n"
+		"                          metadata calls of several threads at once (1..64,\n"
+		"                          default 4; 1: one call at a time)\n"
 		"  --attr-cache TIME       NFS: how long attributes and missing names looked up\n"
 		"                          by path are kept (default 1s; 0: not kept)\n"
 		"  --no-cache              no cache of our own: each write goes to the backend at\n"
@@ -362,7 +365,7 @@ static int option_value(int argc, char **argv, int *i, const char **val)
 		"--max",	  "--domain-by", "--cgroup-percent", "--commit-interval",
 		"--stats",	  "--flushers",	 "--dirty-ratio",    "--rpcs",
 		"--dirty-expire", "--clean-max", "--dirty-max",	     "--close",
-		"--attr-cache"
+		"--attr-cache",	  "--ns-conns"
 	};
 	size_t k;
 
@@ -384,7 +387,7 @@ static int option_value(int argc, char **argv, int *i, const char **val)
 }
 
 /* The options whose value is a whole number in a range: --cgroup-percent,
- * --dirty-ratio, --rpcs, --flushers. 0, or the exit status. */
+ * --dirty-ratio, --rpcs, --ns-conns, --flushers. 0, or the exit status. */
 static int set_number_option(struct ufs_options *o, const char *a, const char *val)
 {
 	if (strncmp(a, "--cgroup-percent", 16) == 0) {
@@ -408,6 +411,13 @@ static int set_number_option(struct ufs_options *o, const char *a, const char *v
 		if (*end || end == val || v < 1 || v > 1024)
 			return bad("--rpcs: '%s' is not 1..1024", val);
 		o->rpcs = (unsigned)v;
+	} else if (strncmp(a, "--ns-conns", 10) == 0) {
+		char *end;
+		long v = strtol(val, &end, 10);
+
+		if (*end || end == val || v < 1 || v > 64)
+			return bad("--ns-conns: '%s' is not 1..64", val);
+		o->ns_conns = (unsigned)v;
 	} else {
 		char *end;
 		long v = strtol(val, &end, 10);
@@ -530,6 +540,7 @@ static void options_default(struct ufs *fs)
 	fs->opt.clean_max = UFS_DEFAULT_CLEAN_MAX;
 	fs->opt.dirty_max = UFS_DEFAULT_DIRTY_MAX;
 	fs->opt.rpcs = 16;
+	fs->opt.ns_conns = 4;
 	fs->opt.attr_cache_ns = 1000000000ull;
 	fs->be = &ufs_backend_dir;
 	fs->backing_fd = -1;

@@ -71,7 +71,7 @@
  *   2 h->lock          an open file's errseq cursor (fs.c struct
  *                      ufs_handle). Held across us_object_sync(), whose
  *                      write-back and commit call the backend on this
- *                      thread (ranks 4 to 10). Never with io_lock.
+ *                      thread (ranks 4 to 11). Never with io_lock.
  *   3 ino->io_lock     rwlock: writers and truncate exclusive, readers shared.
  *                      It is what makes a chunk's read-modify-write fill
  *                      invisible to others. Held across blocking engine calls
@@ -94,27 +94,30 @@
  *                      flush callback's reading of the size and the dirty
  *                      pages (shared; not across the backend's write: both
  *                      backends are unlocked_writeback). A truncate holds it exclusive across the
- *                      backend's ftruncate and fstat (ranks 7 to 10). Never
+ *                      backend's ftruncate and fstat (ranks 7 to 11). Never
  *                      held across an engine call that may call a callback.
  *   6 ino->wb_mutex    with wb_cond: a writer waiting for a chunk's
  *                      write-back (data_lock given back first), the flush's
  *                      broadcast once it completed its buffers (a leaf).
- *   7 nb->ns_lock      the NFS backend's namespace context, across each of
- *                      its synchronous calls (nfs/nfs.h "LOCK ORDER").
- *   8 nb->send_lock    the NFS write connection's socket, across a WRITE3's
+ *   7 nb->ns_lock      the NFS backend's calls by path (libnfs's, on its
+ *                      first namespace context) and its namespace
+ *                      connection (nfs/nfs.h "LOCK ORDER").
+ *   8 ch->lock         one NFS namespace context (a channel of the pool),
+ *                      across one call on it; one at a time per thread.
+ *   9 nb->send_lock    the NFS write connection's socket, across a WRITE3's
  *                      sendmsg() (under wb_lock, shared); before nb->lock
  *                      when the connection is dropped or made again.
- *   9 nb->lock         the NFS data context, its RPC slots, the requests in
+ *  10 nb->lock         the NFS data context, its RPC slots, the requests in
  *                      flight; held across rpc_service() and the parsing of
  *                      write replies, whose callbacks take no other lock.
- *  10 nb->ac_lock      the NFS attribute cache (a leaf; taken under ns_lock
- *                      by the calls that change names).
- *  11 fs->dom_lock     the domain table (a leaf; under itable_lock when a new
+ *  11 nb->ac_lock      the NFS attribute and handle caches (a leaf; taken
+ *                      under ns_lock by the calls that change names).
+ *  12 fs->dom_lock     the domain table (a leaf; under itable_lock when a new
  *                      inode's domain is looked up).
- *  12 fs->links_lock   the names of files with several links and their
+ *  13 fs->links_lock   the names of files with several links and their
  *                      notifier's queue (links.c; a leaf, taken with no
  *                      other lock held).
- *  13 l->lock          the request loop's hand-over of the reading (loop.c;
+ *  14 l->lock          the request loop's hand-over of the reading (loop.c;
  *                      a leaf): ufs_loop_yield() takes it with any of the
  *                      above held, before a blocking take, a backend's read,
  *                      a wait.
@@ -151,12 +154,13 @@ enum ufs_lock_rank {
 	UFS_RANK_DATA = 5,
 	UFS_RANK_WB_MUTEX = 6,
 	UFS_RANK_NFS_NS = 7,
-	UFS_RANK_NFS_SEND = 8,
-	UFS_RANK_NFS = 9,
-	UFS_RANK_NFS_AC = 10,
-	UFS_RANK_DOM = 11,
-	UFS_RANK_LINKS = 12,
-	UFS_RANK_LOOP = 13,
+	UFS_RANK_NFS_CHAN = 8,
+	UFS_RANK_NFS_SEND = 9,
+	UFS_RANK_NFS = 10,
+	UFS_RANK_NFS_AC = 11,
+	UFS_RANK_DOM = 12,
+	UFS_RANK_LINKS = 13,
+	UFS_RANK_LOOP = 14,
 };
 
 /* The witness, and the lock helpers every lock site goes through. */
@@ -197,6 +201,7 @@ struct ufs_options {
 				     (UINT64_MAX: all, up to the max) */
 	uint64_t dirty_max;	  /* the root's dirty limit at most, in bytes (0: the ratio's) */
 	unsigned rpcs;		  /* NFS: WRITE3 RPCs in flight at most */
+	unsigned ns_conns;	  /* NFS: namespace contexts (calls at once) */
 	bool close_sync;	  /* --close=sync: a close that wrote is an fsync */
 	bool close_wait;	  /* --close=writeback: it waits for the write-back */
 	uint64_t attr_cache_ns;	  /* NFS: how long attributes by path are kept (0: not) */
@@ -231,6 +236,10 @@ struct ufs_inode {
 	us_object *obj;
 	unsigned opens;		/* open handles; protected by itable_lock */
 	bool closing;		/* being torn down; protected by itable_lock */
+	unsigned unlinking;	/* names being removed (fs.c inode_unlink_begin());
+				   protected by itable_lock */
+	bool gone;		/* lost its last name: not found by (dev, ino) again
+				   (fs.c ifind()); protected by itable_lock */
 	/* Closed and kept until its data is clean (fs.c, "Closed files"): on
 	 * fs->closed_head's list, oldest first, while opens is 0. Under
 	 * itable_lock. */

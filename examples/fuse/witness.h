@@ -60,6 +60,8 @@ static inline const char *ufs_rank_name(enum ufs_lock_rank r)
 		return "wb_mutex";
 	case UFS_RANK_NFS_NS:
 		return "NFS ns_lock";
+	case UFS_RANK_NFS_CHAN:
+		return "NFS namespace channel lock";
 	case UFS_RANK_NFS_SEND:
 		return "NFS send_lock";
 	case UFS_RANK_NFS:
@@ -141,6 +143,15 @@ static inline void ufs_mutex_lock(pthread_mutex_t *m, enum ufs_lock_rank r)
 {
 	ufs_witness_take(r);
 	pthread_mutex_lock(m);
+}
+
+/* Whether m was taken without waiting. */
+static inline bool ufs_mutex_trylock(pthread_mutex_t *m, enum ufs_lock_rank r)
+{
+	if (pthread_mutex_trylock(m) != 0)
+		return false;
+	ufs_witness_try(r);
+	return true;
 }
 
 static inline void ufs_mutex_unlock(pthread_mutex_t *m, enum ufs_lock_rank r)

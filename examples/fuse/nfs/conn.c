@@ -371,7 +371,8 @@ int nfsb_wc_send(struct nb *nb, struct req *r, struct iovec *iov, int niov)
  * not) cannot ask for more: a SYMLINK3 of a target longer than about 3,900
  * bytes failed with ENOMEM, where Linux takes PATH_MAX - 1. Such a call
  * goes on a second connection of our own to the NFS port, made at its
- * first call and kept, used under ns_lock alone, one call at a time: the
+ * first call and kept, used under ns_lock (and the first namespace
+ * context's lock: handles.c nfsb_symlink()), one call at a time: the
  * calling thread sends it and reads its reply (other records, replies to
  * a call sent again, are skipped). Lost (an error, the server's close, no
  * reply for WC_TIMEOUT_MS), it is made again, with the write connection's

@@ -5,19 +5,22 @@
  * down was 3 round trips and a stat 3 more. Here a path is resolved from
  * the handle cache (a path's handle, kept for --attr-cache like the
  * attributes) and the LOOKUP3s of the components it does not hold, and the
- * calls that name a file are made on its handle: raw NFS3 calls on the
- * namespace context's RPC context, serviced here until their reply, under
- * ns_lock like libnfs's own synchronous calls (a SYMLINK3, which libnfs
- * cannot encode with a long target, on the namespace's own connection:
- * conn.c nfsb_nc_call()). The cache is under ac_lock
- * (with the attribute cache, which answers a file's stat when its path
- * still names its handle).
+ * calls that name a file are made on its handle: raw NFS3 calls on the RPC
+ * context of any free namespace context of the pool (a channel, under its
+ * lock: nfsb_chan_get()), serviced here until their reply like libnfs's own
+ * synchronous calls, so that calls of several threads run at once (a
+ * SYMLINK3, which libnfs cannot encode with a long target, on the
+ * namespace's own connection: conn.c nfsb_nc_call()). The cache is under
+ * ac_lock (with the attribute cache, which answers a file's stat when its
+ * path still names its handle).
  *
  * The cache holds what this client resolved; what it changes it forgets:
  * a removed name's handle, every handle after a rename or an rmdir (the
- * paths below it). A handle the server calls stale (another client removed
- * or renamed the name) empties the cache and the call is made once more,
- * from the root.
+ * paths below it). A handle looked up or made is kept only if nothing was
+ * forgotten since the call was sent (fh_gen): a LOOKUP3 answered before a
+ * concurrent rename or unlink of the name would else be kept after it. A
+ * handle the server calls stale (another client removed or renamed the
+ * name) empties the cache and the call is made once more, from the root.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -128,18 +131,66 @@ static void ns_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 	}
 }
 
-/* Services the namespace context until w's reply, as libnfs's synchronous
- * calls do (its reconnects and timeouts included). 0 or a negative errno;
- * on -EIO from the context itself, w is left to it. */
-static int ns_wait(struct nb *nb, struct ns_wait *w)
+/* ------------------------------------------------------------------------ */
+/* The namespace contexts (channels)                                          */
+
+/* A namespace call begins (a channel taken, or the namespace connection's
+ * call): counted, and the most at once kept (nfs_ns_peak). */
+void nfsb_ns_busy(struct nb *nb)
+{
+	uint_fast64_t n = atomic_fetch_add(&nb->ns_busy, 1) + 1;
+	uint_fast64_t peak = atomic_load(&nb->ns_peak);
+
+	while (n > peak && !atomic_compare_exchange_weak(&nb->ns_peak, &peak, n))
+		;
+}
+
+void nfsb_ns_idle(struct nb *nb)
+{
+	atomic_fetch_sub(&nb->ns_busy, 1);
+}
+
+/*
+ * A namespace context for one raw call: the first free one, tried in turn
+ * from a point that moves at every call, the first context (the calls by
+ * path use it under ns_lock) last; if none is free, the wait for one of
+ * the others. Under its lock until nfsb_chan_put().
+ */
+struct nb_chan *nfsb_chan_get(struct nb *nb)
+{
+	unsigned n = nb->nchan, start = atomic_fetch_add(&nb->chan_next, 1);
+	struct nb_chan *c;
+
+	for (unsigned i = 0; i < n; i++) {
+		c = &nb->chan[i + 1 < n ? 1 + (start + i) % (n - 1) : 0];
+		if (ufs_mutex_trylock(&c->lock, UFS_RANK_NFS_CHAN))
+			goto got;
+	}
+	c = &nb->chan[n > 1 ? 1 + start % (n - 1) : 0];
+	ufs_mutex_lock(&c->lock, UFS_RANK_NFS_CHAN);
+got:
+	nfsb_ns_busy(nb);
+	return c;
+}
+
+void nfsb_chan_put(struct nb *nb, struct nb_chan *c)
+{
+	nfsb_ns_idle(nb);
+	ufs_mutex_unlock(&c->lock, UFS_RANK_NFS_CHAN);
+}
+
+/* Services the namespace context nfs until w's reply, as libnfs's
+ * synchronous calls do (its reconnects and timeouts included). 0 or a
+ * negative errno; on -EIO from the context itself, w is left to it. */
+static int ns_wait(struct nfs_context *nfs, struct ns_wait *w)
 {
 	while (!w->done) {
-		struct pollfd pfd = { .fd = nfs_get_fd(nb->ns), .events = (short)nfs_which_events(nb->ns) };
+		struct pollfd pfd = { .fd = nfs_get_fd(nfs), .events = (short)nfs_which_events(nfs) };
 		int n = poll(&pfd, 1, 100);
 
 		if (n < 0 && errno != EINTR)
 			return -EIO;
-		if (nfs_service(nb->ns, n > 0 ? pfd.revents : 0) < 0)
+		if (nfs_service(nfs, n > 0 ? pfd.revents : 0) < 0)
 			return -EIO;
 	}
 	return 0;
@@ -154,20 +205,40 @@ static struct ns_wait *ns_new(enum ns_proc proc)
 	return w;
 }
 
-/* Sends with the call made by send (0 when queued), waits; frees w unless
- * the context kept it. The call's rc. */
-static int ns_finish(struct nb *nb, struct ns_wait *w, int sent)
+static int ns_send(struct rpc_context *rpc, struct ns_wait *w, void *args)
 {
+	switch (w->proc) {
+	case NS_GETATTR:
+		return rpc_nfs3_getattr_async(rpc, ns_cb, args, w);
+	case NS_SETATTR:
+		return rpc_nfs3_setattr_async(rpc, ns_cb, args, w);
+	case NS_LOOKUP:
+		return rpc_nfs3_lookup_async(rpc, ns_cb, args, w);
+	case NS_CREATE:
+		return rpc_nfs3_create_async(rpc, ns_cb, args, w);
+	case NS_MKDIR:
+		return rpc_nfs3_mkdir_async(rpc, ns_cb, args, w);
+	}
+	return -1;
+}
+
+/* The call w->proc with args (its NFS3 arguments) on a free namespace
+ * context, waited for; frees w unless the context kept it. The call's rc
+ * (its reply's, in w->rc, when 0). */
+static int ns_call(struct nb *nb, struct ns_wait *w, void *args)
+{
+	struct nb_chan *c = nfsb_chan_get(nb);
 	int rc;
 
-	if (sent != 0) {
+	if (ns_send(nfs_get_rpc_context(c->nfs), w, args) != 0) {
 		free(w);
-		return -EIO;
+		rc = -EIO;
+	} else {
+		atomic_fetch_add(&nb->ns_rpcs, 1);
+		rc = ns_wait(c->nfs, w); /* on an error w stays with the context */
 	}
-	atomic_fetch_add(&nb->ns_rpcs, 1);
-	if ((rc = ns_wait(nb, w)))
-		return rc; /* w stays with the context */
-	return 0;
+	nfsb_chan_put(nb, c);
+	return rc;
 }
 
 static void fh3(nfs_fh3 *out, const struct nb_fh *fh)
@@ -215,7 +286,25 @@ static bool fh_get(struct nb *nb, const char *path, size_t len, struct nb_fh *fh
 	return hit;
 }
 
-static void fh_put(struct nb *nb, const char *path, size_t len, const struct nb_fh *fh)
+/* The handle cache's generation, sampled before a call whose reply gives
+ * a handle (fh_put()). */
+static uint64_t fh_gen_now(struct nb *nb)
+{
+	uint64_t gen;
+
+	if (!nb->fhc)
+		return 0;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	gen = nb->fh_gen;
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	return gen;
+}
+
+/* Keeps fh for path[0..len), answered to a call sent at generation gen,
+ * unless a handle was forgotten since (a rename or unlink that ran
+ * meanwhile may have made it another name's, or none's). */
+static void fh_put(struct nb *nb, const char *path, size_t len, const struct nb_fh *fh,
+		   uint64_t gen)
 {
 	struct nb_fh_ent *e;
 	char *copy;
@@ -223,12 +312,16 @@ static void fh_put(struct nb *nb, const char *path, size_t len, const struct nb_
 	if (!nb->fhc || !(copy = strndup(path, len)))
 		return;
 	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
-	e = &nb->fhc[fh_slot(path, len)];
-	free(e->path);
-	e->path = copy;
-	e->fh = *fh;
-	e->until_ns = now_ns() + nb->ac_ttl_ns;
+	if (gen == nb->fh_gen) {
+		e = &nb->fhc[fh_slot(path, len)];
+		free(e->path);
+		e->path = copy;
+		copy = NULL;
+		e->fh = *fh;
+		e->until_ns = now_ns() + nb->ac_ttl_ns;
+	}
 	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	free(copy);
 }
 
 /* Forgets path's handle. */
@@ -240,6 +333,7 @@ void nfsb_fh_forget(struct nb *nb, const char *path)
 	if (!nb->fhc)
 		return;
 	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	nb->fh_gen++;
 	e = &nb->fhc[fh_slot(path, len)];
 	if (e->path && strcmp(e->path, path) == 0) {
 		free(e->path);
@@ -254,6 +348,7 @@ void nfsb_fh_clear(struct nb *nb)
 	if (!nb->fhc)
 		return;
 	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	nb->fh_gen++;
 	for (size_t i = 0; i < NB_FH_SLOTS; i++) {
 		free(nb->fhc[i].path);
 		nb->fhc[i].path = NULL;
@@ -326,7 +421,7 @@ static int ns_lookup(struct nb *nb, const struct nb_fh *dir, const char *name,
 		return -ENOMEM;
 	fh3(&a.what.dir, dir);
 	a.what.name = (char *)name;
-	if ((rc = ns_finish(nb, w, rpc_nfs3_lookup_async(nfs_get_rpc_context(nb->ns), ns_cb, &a, w))))
+	if ((rc = ns_call(nb, w, &a)))
 		return rc;
 	rc = w->rc;
 	if (rc == 0 && !w->have_fh)
@@ -348,11 +443,12 @@ static int ns_lookup(struct nb *nb, const struct nb_fh *dir, const char *name,
  * cache holds; every component but the last is a directory (the kernel
  * resolved the symbolic links on the way), the last is not followed. Its
  * attributes in *st when the last LOOKUP3 gave them (*have_st, if st).
- * Under ns_lock.
+ * Each LOOKUP3 on a free namespace context.
  */
 int nfsb_resolve(struct nb *nb, const char *path, struct nb_fh *fh, struct stat *st,
 		 bool *have_st)
 {
+	uint64_t gen = fh_gen_now(nb);
 	size_t len = strlen(path), at;
 	struct nb_fh cur;
 	char name[NAME_MAX + 1];
@@ -396,7 +492,7 @@ int nfsb_resolve(struct nb *nb, const char *path, struct nb_fh *fh, struct stat 
 		rc = ns_lookup(nb, &cur, name, &cur, last ? st : NULL, have_st);
 		if (rc)
 			return rc;
-		fh_put(nb, path, at, &cur);
+		fh_put(nb, path, at, &cur, gen);
 	}
 	*fh = cur;
 	return 0;
@@ -411,7 +507,7 @@ int nfsb_getattr(struct nb *nb, const struct nb_fh *fh, struct stat *st)
 	if (!w)
 		return -ENOMEM;
 	fh3(&a.object, fh);
-	if ((rc = ns_finish(nb, w, rpc_nfs3_getattr_async(nfs_get_rpc_context(nb->ns), ns_cb, &a, w))))
+	if ((rc = ns_call(nb, w, &a)))
 		return rc;
 	rc = w->rc;
 	if (rc == 0)
@@ -435,7 +531,7 @@ int nfsb_setattr(struct nb *nb, const struct nb_fh *fh, const sattr3 *sa, struct
 	memset(&a, 0, sizeof(a));
 	fh3(&a.object, fh);
 	a.new_attributes = *sa;
-	if ((rc = ns_finish(nb, w, rpc_nfs3_setattr_async(nfs_get_rpc_context(nb->ns), ns_cb, &a, w))))
+	if ((rc = ns_call(nb, w, &a)))
 		return rc;
 	rc = w->rc;
 	if (w->have_attr) {
@@ -470,7 +566,7 @@ static int parent_of(struct nb *nb, const char *path, struct nb_fh *dir, char *n
  * CREATE3 (GUARDED when excl: EEXIST if the name is taken; else
  * UNCHECKED) or MKDIR3 of path with mode, in one call: the handle (into fh,
  * cached) and the attributes (*st, *have_st) of what was made, and those
- * of its directory after it (*pst, *have_pst). Under ns_lock.
+ * of its directory after it (*pst, *have_pst).
  */
 int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
 	      struct nb_fh *fh, struct stat *st, bool *have_st, struct stat *pst, bool *have_pst)
@@ -478,6 +574,7 @@ int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
 	struct nb_fh parent;
 	char name[NAME_MAX + 1];
 	struct ns_wait *w;
+	uint64_t gen = fh_gen_now(nb);
 	sattr3 sa;
 	int rc;
 
@@ -495,7 +592,7 @@ int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
 		fh3(&a.where.dir, &parent);
 		a.where.name = name;
 		a.attributes = sa;
-		rc = ns_finish(nb, w, rpc_nfs3_mkdir_async(nfs_get_rpc_context(nb->ns), ns_cb, &a, w));
+		rc = ns_call(nb, w, &a);
 	} else {
 		CREATE3args a;
 
@@ -504,7 +601,7 @@ int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
 		a.where.name = name;
 		a.how.mode = excl ? GUARDED : UNCHECKED;
 		a.how.createhow3_u.obj_attributes = sa;
-		rc = ns_finish(nb, w, rpc_nfs3_create_async(nfs_get_rpc_context(nb->ns), ns_cb, &a, w));
+		rc = ns_call(nb, w, &a);
 	}
 	if (rc)
 		return rc;
@@ -519,12 +616,12 @@ int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
 	}
 	if (rc == 0 && w->have_fh) {
 		*fh = w->fh;
-		fh_put(nb, path, strlen(path), fh);
+		fh_put(nb, path, strlen(path), fh, gen);
 	} else if (rc == 0) {
 		/* No handle in the reply: looked up. */
 		rc = ns_lookup(nb, &parent, name, fh, st, have_st);
 		if (rc == 0)
-			fh_put(nb, path, strlen(path), fh);
+			fh_put(nb, path, strlen(path), fh, gen);
 	}
 	free(w);
 	return rc;
@@ -535,7 +632,8 @@ int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
  * nfsb_nc_call(): libnfs encodes a call into 4 KiB, too small for a
  * target of PATH_MAX - 1 bytes). Mode 0777 as libnfs's nfs_symlink();
  * ENAMETOOLONG for a target of PATH_MAX bytes or more, as Linux. Under
- * ns_lock.
+ * ns_lock (the connection's), its parent resolved on the channels, the
+ * call made with the first context's lock.
  */
 int nfsb_symlink(struct nb *nb, const char *target, const char *path)
 {
@@ -560,5 +658,12 @@ int nfsb_symlink(struct nb *nb, const char *target, const char *path)
 	a = nfsb_put32(a, 0); /* mtime: DONT_CHANGE */
 	a = nfsb_put_opaque(a, target, (uint32_t)len); /* symlink_data */
 	atomic_fetch_add(&nb->ns_rpcs, 1);
-	return nfsb_nc_call(nb, NFS3_SYMLINK, args, (size_t)(a - args));
+	/* With the first context's lock, as a call by path: one call at a
+	 * time with --ns-conns 1, as before there was a pool. */
+	ufs_mutex_lock(&nb->chan[0].lock, UFS_RANK_NFS_CHAN);
+	nfsb_ns_busy(nb);
+	rc = nfsb_nc_call(nb, NFS3_SYMLINK, args, (size_t)(a - args));
+	nfsb_ns_idle(nb);
+	ufs_mutex_unlock(&nb->chan[0].lock, UFS_RANK_NFS_CHAN);
+	return rc;
 }

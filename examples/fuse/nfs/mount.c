@@ -2,8 +2,9 @@
  * unstable-fuse, NFSv3 backend (nfs.h): mounting and the backend's
  * lifetime. The URL's checks, a context mounted on it (the namespace's, the
  * data's, and the data's again on a reconnect), the server's longest name,
- * attach (the two contexts, the write connection's address and first
- * socket), start (the service thread), detach, and the statistics.
+ * attach (the namespace contexts and the data's, the write connection's
+ * address and first socket), start (the service thread), detach, and the
+ * statistics.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -196,9 +197,22 @@ int nfsb_attach(struct ufs *fs, const char *target)
 	nb->wfd = -1;
 	nb->wbackoff_ms = 50;
 	nb->cap = fs->opt.rpcs ? fs->opt.rpcs : 16;
+	nb->nchan = fs->opt.ns_conns ? fs->opt.ns_conns : 4;
 	fs->be_priv = nb;
-	if (!(nb->ns = nfsb_mount_ctx(target, false, err, sizeof(err), &nb->server, &nb->export)) ||
-	    !(nb->data = nfsb_mount_ctx(target, true, err, sizeof(err), NULL, NULL))) {
+	if (!(nb->chan = calloc(nb->nchan, sizeof(*nb->chan)))) {
+		fprintf(stderr, "unstable-fuse: out of memory\n");
+		goto fail;
+	}
+	for (unsigned i = 0; i < nb->nchan; i++) {
+		pthread_mutex_init(&nb->chan[i].lock, NULL);
+		if (!(nb->chan[i].nfs = nfsb_mount_ctx(target, false, err, sizeof(err),
+						       &nb->server, &nb->export))) {
+			fprintf(stderr, "unstable-fuse: %s\n", err);
+			goto fail;
+		}
+	}
+	nb->ns = nb->chan[0].nfs;
+	if (!(nb->data = nfsb_mount_ctx(target, true, err, sizeof(err), NULL, NULL))) {
 		fprintf(stderr, "unstable-fuse: %s\n", err);
 		goto fail;
 	}
@@ -243,8 +257,10 @@ fail:
 		close(nb->wfd);
 	free(nb->rbuf);
 	free(nb->rec);
-	if (nb->ns)
-		nfs_destroy_context(nb->ns);
+	for (unsigned i = 0; nb->chan && i < nb->nchan; i++)
+		if (nb->chan[i].nfs)
+			nfs_destroy_context(nb->chan[i].nfs);
+	free(nb->chan);
 	if (nb->data)
 		nfs_destroy_context(nb->data);
 	free(nb->server);
@@ -310,10 +326,12 @@ void nfsb_detach(struct ufs *fs)
 		nb->retry = r->next;
 		free(r);
 	}
-	if (nb->ns) {
-		nfs_umount(nb->ns);
-		nfs_destroy_context(nb->ns);
+	for (unsigned i = 0; i < nb->nchan; i++) {
+		nfs_umount(nb->chan[i].nfs);
+		nfs_destroy_context(nb->chan[i].nfs);
+		pthread_mutex_destroy(&nb->chan[i].lock);
 	}
+	free(nb->chan);
 	nfsb_ac_clear(nb);
 	free(nb->ac);
 	nfsb_fh_clear(nb);
@@ -359,7 +377,9 @@ void nfsb_stats(struct ufs *fs, FILE *f)
 		"nfs_reads %llu\n"
 		"nfs_attr_cache_hits %llu\n"
 		"nfs_attr_cache_misses %llu\n"
-		"nfs_handle_rpcs %llu\n\n",
+		"nfs_handle_rpcs %llu\n"
+		"nfs_ns_conns %u\n"
+		"nfs_ns_peak %llu\n\n",
 		nb->url, up, nb->cap, (unsigned long long)nb->wsize,
 		(unsigned long long)atomic_load(&nb->peak_file_rpcs),
 		(unsigned long long)atomic_load(&nb->writes),
@@ -379,5 +399,6 @@ void nfsb_stats(struct ufs *fs, FILE *f)
 		(unsigned long long)atomic_load(&nb->reads),
 		(unsigned long long)atomic_load(&nb->ac_hits),
 		(unsigned long long)atomic_load(&nb->ac_misses),
-		(unsigned long long)atomic_load(&nb->ns_rpcs));
+		(unsigned long long)atomic_load(&nb->ns_rpcs), nb->nchan,
+		(unsigned long long)atomic_load(&nb->ns_peak));
 }

@@ -2,8 +2,9 @@
  * unstable-fuse, NFSv3 backend (nfs.h): the namespace. Files (open,
  * reopen, close, fstat, uncached reads and writes, setattr), directories,
  * names (lookup by stat, create, unlink, rename, link, symlink...), each a
- * synchronous call under ns_lock on the namespace context (a symlink's on
- * the namespace's own connection, conn.c); the attribute
+ * synchronous call: the raw calls on handles on any free namespace context
+ * (handles.c), libnfs's calls by path on the first one under ns_lock (a
+ * symlink's on the namespace's own connection, conn.c); the attribute
  * cache that answers stats by path; and the backend's table of operations
  * (ufs_backend_nfs).
  *
@@ -40,7 +41,10 @@ static char *abs_path(const char *rel)
  * a rename, link or unlink (other names of the same file), a file's name when a write of its data is answered. A
  * change made by another client shows after the lifetime at most, as with
  * NFS's own attribute cache. An answer that raced a change (the cache's
- * generation moved while it was asked) is not kept. The attributes a
+ * generation moved while it was asked: sampled before the call is sent,
+ * moved by every forgetting, which follows the reply of the call that made
+ * the change) is not kept; calls run at once on several contexts, so this
+ * is what keeps an answer older than a change out of the cache. The attributes a
  * CREATE3, MKDIR3 or SETATTR3 answers with are kept for the name it was
  * made on; a file's stat by its handle (fstat) is answered from its path's
  * entry while the handle cache says the path still names it.
@@ -293,12 +297,28 @@ static void st_from(struct stat *st, const struct nfs_stat_64 *s)
 /* ------------------------------------------------------------------------ */
 /* Files                                                                     */
 
+/* The first namespace context, for libnfs's calls by path: ns_lock, then
+ * its channel's lock (the raw calls may take that context too). */
+static void ns0_lock(struct nb *nb)
+{
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	ufs_mutex_lock(&nb->chan[0].lock, UFS_RANK_NFS_CHAN);
+	nfsb_ns_busy(nb);
+}
+
+static void ns0_unlock(struct nb *nb)
+{
+	nfsb_ns_idle(nb);
+	ufs_mutex_unlock(&nb->chan[0].lock, UFS_RANK_NFS_CHAN);
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
+}
+
 #define NS_BEGIN(fs)               \
 	struct nb *nb = nb_of(fs); \
 	int rc;                    \
-	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS)
-#define NS_END()                                         \
-	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS); \
+	ns0_lock(nb)
+#define NS_END()          \
+	ns0_unlock(nb);   \
 	return rc < 0 ? rc : 0
 
 static struct ufs_bfile *bfile_new(const char *rel)
@@ -399,7 +419,6 @@ static int open_path(struct nb *nb, struct ufs_bfile *f, int flags, mode_t mode)
 	bool have = false, have_pst = false;
 	int rc;
 
-	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	if (flags & O_CREAT) {
 		WITH_HANDLE(nb, rc,
 			    nfsb_make(nb, f->path, false, flags & O_EXCL, mode, &fh, &st, &have,
@@ -409,7 +428,6 @@ static int open_path(struct nb *nb, struct ufs_bfile *f, int flags, mode_t mode)
 	} else {
 		WITH_HANDLE(nb, rc, nfsb_resolve(nb, f->path, &fh, &st, &have));
 	}
-	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	if (rc == 0 && have && S_ISDIR(st.st_mode) && (flags & O_ACCMODE) != O_RDONLY)
 		rc = -EISDIR;
 	if (rc)
@@ -461,9 +479,9 @@ static void nfs_close_file(struct ufs *fs, struct ufs_bfile *f)
 
 	nfsb_drain(fs, f);
 	if (f->dir) {
-		ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
+		ns0_lock(nb);
 		nfs_closedir(nb->ns, f->dir);
-		ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
+		ns0_unlock(nb);
 	}
 	free(f->path);
 	free(f);
@@ -492,9 +510,7 @@ static int nfs_fstat_file(struct ufs *fs, struct ufs_bfile *f, struct stat *st)
 		return 0;
 	gen = ac_gen_now(nb);
 	bfile_handle(f, &fh);
-	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	rc = nfsb_getattr(nb, &fh, st);
-	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	if (rc == 0)
 		ac_put_file(nb, f, st, gen);
 	return rc;
@@ -583,7 +599,6 @@ static int setattr_of(struct nb *nb, struct ufs_bfile *f, const char *p, const s
 	bool have = false;
 	int rc;
 
-	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	if (f && f->fhlen) {
 		bfile_handle(f, &fh);
 		rc = nfsb_setattr(nb, &fh, sa, &st, &have);
@@ -602,7 +617,6 @@ static int setattr_of(struct nb *nb, struct ufs_bfile *f, const char *p, const s
 	/* A file of several names: the others' attributes changed too. */
 	if (rc == 0 && have && st.st_nlink > 1 && !S_ISDIR(st.st_mode))
 		ac_forget_links(nb, f ? f->path : p, st.st_ino);
-	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	return rc;
 }
 
@@ -722,9 +736,9 @@ static int nfs_opendir_path(struct ufs *fs, const char *rel, struct ufs_bfile **
 
 	if (!f)
 		return -ENOMEM;
-	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	ns0_lock(nb);
 	rc = nfs_opendir(nb->ns, f->path, &f->dir);
-	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	ns0_unlock(nb);
 	if (rc) {
 		free(f->path);
 		free(f);
@@ -762,7 +776,7 @@ static int nfs_readdir_dir(struct ufs *fs, struct ufs_bfile *d, uint64_t off, uf
 	struct nb *nb = nb_of(fs);
 	struct nfsdirent *de;
 
-	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	ns0_lock(nb);
 	if (off == 0)
 		nfs_rewinddir(nb->ns, d->dir);
 	while ((de = nfs_readdir(nb->ns, d->dir))) {
@@ -772,7 +786,7 @@ static int nfs_readdir_dir(struct ufs *fs, struct ufs_bfile *d, uint64_t off, uf
 		if (fill(ctx, de->name, &st))
 			break;
 	}
-	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
+	ns0_unlock(nb);
 	return 0;
 }
 
@@ -808,7 +822,7 @@ static int lstat_call(struct nb *nb, const char *p, struct stat *st)
 }
 
 /* The attributes of p: from its LOOKUP3 (or a GETATTR3 of its cached
- * handle); a symbolic link followed by libnfs. Under ns_lock. */
+ * handle); a symbolic link followed by libnfs (on the first context). */
 static int stat_call(struct nb *nb, const char *p, struct stat *st, bool follow)
 {
 	struct nfs_stat_64 s;
@@ -816,7 +830,9 @@ static int stat_call(struct nb *nb, const char *p, struct stat *st, bool follow)
 
 	WITH_HANDLE(nb, rc, lstat_call(nb, p, st));
 	if (rc == 0 && follow && S_ISLNK(st->st_mode)) {
+		ns0_lock(nb);
 		rc = nfs_stat64(nb->ns, p, &s);
+		ns0_unlock(nb);
 		if (rc == 0)
 			st_from(st, &s);
 	}
@@ -831,10 +847,8 @@ static int stat_abs(struct nb *nb, const char *p, struct stat *st, bool follow)
 
 	if (ac_get(nb, p, follow, st, &rc, &gen))
 		return rc;
-	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	rc = stat_call(nb, p, st, follow);
 	ac_put(nb, p, follow, rc < 0 ? rc : 0, st, gen);
-	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	return rc < 0 ? rc : 0;
 }
 
@@ -877,11 +891,9 @@ static int nfs_mkdir_path(struct ufs *fs, const char *rel, mode_t mode)
 
 	if (!p)
 		return -ENOMEM;
-	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	WITH_HANDLE(nb, rc, nfsb_make(nb, p, true, true, mode, &fh, &st, &have, &pst, &have_pst));
 	ac_forget_put(nb, p, true, rc == 0 && have ? &st : NULL, rc == 0 && have_pst ? &pst : NULL,
 		      gen, &now);
-	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	free(p);
 	return rc;
 }
@@ -899,17 +911,23 @@ static int nfs_mknod_path(struct ufs *fs, const char *rel, mode_t mode, dev_t rd
 	NS_END();
 }
 
+/* On the namespace's connection, under ns_lock (not the first context's
+ * lock: its parent is resolved by raw calls, each on a free context, and
+ * the SYMLINK3 then takes it, handles.c nfsb_symlink()). */
 static int nfs_symlink_path(struct ufs *fs, const char *target, const char *rel)
 {
+	struct nb *nb = nb_of(fs);
 	char *p = abs_path(rel);
+	int rc;
 
 	if (!p)
 		return -ENOMEM;
-	NS_BEGIN(fs);
+	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	WITH_HANDLE(nb, rc, nfsb_symlink(nb, target, p));
 	nfsb_ac_forget(nb, p);
+	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	free(p);
-	NS_END();
+	return rc < 0 ? rc : 0;
 }
 
 static int nfs_readlink_path(struct ufs *fs, const char *rel, char *buf, size_t size)

@@ -6,39 +6,59 @@
  *
  * LOCK ORDER
  *
- * The backend's four locks are ranks 7 to 10 of the client's order (ufuse.h
+ * The backend's locks are ranks 7 to 11 of the client's order (ufuse.h
  * "LOCKS", enum ufs_lock_rank), outermost first; each is taken through the
  * helpers of witness.h naming its rank, and only while the thread holds no
  * lock of the same or a later rank. The engine calls the flush and the
  * commit (engine.c) with client locks of ranks 1 to 3 held at most.
  *
- *    7 nb->ns_lock    UFS_RANK_NFS_NS: the namespace context, across each of
- *                     its synchronous calls (namespace.c, handles.c;
- *                     mount.c's attach and detach use it alone, before and
- *                     after every other thread), and the namespace's own
- *                     connection (conn.c nfsb_nc_call(), which takes lock
- *                     under it to read nb->stop). The calls take ac_lock
- *                     under it (the caches).
- *    8 nb->send_lock  UFS_RANK_NFS_SEND: the write connection's socket,
+ *    7 nb->ns_lock    UFS_RANK_NFS_NS: libnfs's synchronous calls by path
+ *                     (unlink, rename, link, readdir...: namespace.c), one
+ *                     at a time on the first namespace context, which they
+ *                     take under it (chan[0].lock); mount.c's attach and
+ *                     detach use it alone, before and after every other
+ *                     thread; and the namespace's own connection (conn.c
+ *                     nfsb_nc_call(), which takes lock under it to read
+ *                     nb->stop). A call by path may make raw calls under it
+ *                     (each taking a channel), and takes ac_lock (the
+ *                     caches) under it.
+ *    8 ch->lock       UFS_RANK_NFS_CHAN: one namespace context of the pool
+ *                     (nb->chan[], --ns-conns of them), across one call on
+ *                     it: a raw call on a handle takes any free one
+ *                     (nfsb_chan_get(): a trylock of each in turn, else a
+ *                     wait for one), a call by path the first under ns_lock.
+ *                     A thread holds one at a time (never across another
+ *                     call), and takes no other lock of this backend under
+ *                     it but ac_lock.
+ *    9 nb->send_lock  UFS_RANK_NFS_SEND: the write connection's socket,
  *                     across a WRITE3's sendmsg() (conn.c nfsb_wc_send(),
  *                     with the inode's wb_lock held shared, lock not held);
  *                     taken before lock when the connection is dropped or
  *                     made again (conn.c wc_down(), nfsb_wc_try_up()).
- *    9 nb->lock       UFS_RANK_NFS: the data context, its RPC slots, the
+ *   10 nb->lock       UFS_RANK_NFS: the data context, its RPC slots, the
  *                     requests in flight and the write connection's queue;
  *                     held across rpc_service() and the parsing of write
  *                     replies, whose callbacks take no other lock.
- *   10 nb->ac_lock    UFS_RANK_NFS_AC: the attribute cache (namespace.c) and
- *                     the handle cache (handles.c); a leaf.
+ *   11 nb->ac_lock    UFS_RANK_NFS_AC: the attribute cache (namespace.c) and
+ *                     the handle cache (handles.c), with their generations;
+ *                     a leaf.
  *
- * TWO CONTEXTS AND TWO CONNECTIONS
+ * Namespace calls run at once on several contexts, so the caches do not
+ * rely on ns_lock: an answer is kept only if nothing was forgotten since
+ * the call was sent (ac_gen for the attributes, fh_gen for the handles,
+ * sampled before it and compared under ac_lock when it is kept), and what a
+ * call changes is forgotten after its reply.
  *
- *   ns    the namespace, one call at a time under ns_lock (a libnfs context
- *         is not thread-safe): raw LOOKUP3, GETATTR3, SETATTR3, CREATE3 and
- *         MKDIR3 on handles (handles.c: a path resolved from the handle
- *         cache, a LOOKUP3 per component it lacks), and libnfs's
- *         synchronous calls by path for the rest (unlink, rename, link,
- *         readdir, readlink, statfs...). libnfs reconnects it by itself.
+ * THE CONTEXTS AND THE TWO CONNECTIONS
+ *
+ *   ns    the namespace: --ns-conns contexts (default 4), each mounted on
+ *         the URL, one call at a time on each under its channel lock (a
+ *         libnfs context is not thread-safe): raw LOOKUP3, GETATTR3,
+ *         SETATTR3, CREATE3 and MKDIR3 on handles on any free one
+ *         (handles.c: a path resolved from the handle cache, a LOOKUP3 per
+ *         component it lacks), and libnfs's synchronous calls by path for
+ *         the rest (unlink, rename, link, readdir, readlink, statfs...) on
+ *         the first, under ns_lock. libnfs reconnects each by itself.
  *         A SYMLINK3 goes on a connection of its own (below): libnfs
  *         encodes a call into 4 KiB, too small for a long target.
  *   data  raw async COMMIT3, READ3 and --no-cache WRITE3 FILE_SYNC on the
@@ -195,6 +215,14 @@ struct nb_nc {
 	struct ufs_rpc_record rec;
 };
 
+/* A namespace context of the pool (a channel), under its lock. */
+struct nb_chan {
+	pthread_mutex_t lock;
+	struct nfs_context *nfs;
+};
+
+#define NB_MAX_NS_CONNS 64
+
 /* A raw NFS3 file handle. */
 struct nb_fh {
 	unsigned len;
@@ -268,17 +296,22 @@ struct req {
 	bool eof;
 };
 
-/* Its four locks, ns_lock, send_lock, lock and ac_lock, are ranks 7 to 10
- * of the client's order (ufuse.h "LOCKS"). */
+/* Its locks, ns_lock, the channels', send_lock, lock and ac_lock, are
+ * ranks 7 to 11 of the client's order (ufuse.h "LOCKS"). */
 struct nb {
 	struct ufs *fs;
 	char *url;
 	char *server, *export;
 
 	pthread_mutex_t ns_lock;
-	struct nfs_context *ns;
+	struct nfs_context *ns;	  /* chan[0].nfs: the calls by path */
+	struct nb_chan *chan;	  /* the namespace contexts, nchan of them */
+	unsigned nchan;
+	atomic_uint chan_next;	  /* where nfsb_chan_get() starts looking */
+	atomic_uint ns_busy;	  /* channels in use, and the namespace connection */
 	struct nb_fh root;	  /* the export's root */
 	struct nb_fh_ent *fhc;	  /* the handle cache (handles.c), under ac_lock */
+	uint64_t fh_gen;	  /* moved by every forgetting of handles, under ac_lock */
 	/* The attribute cache (below): its slots, generation, lifetime. */
 	pthread_mutex_t ac_lock;
 	struct ac_ent *ac;
@@ -323,7 +356,7 @@ struct nb {
 	/* statistics (atomic: the stats thread reads them) */
 	atomic_uint_fast64_t writes, write_bytes, stable_replies, commits, verf_changes, lost_bufs,
 		reconnects, write_errors, commit_errors, reads, outage_ms, outage_last_ms,
-		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses, ns_rpcs, early_commits;
+		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses, ns_rpcs, early_commits, ns_peak;
 	struct timespec down_since;
 };
 
@@ -391,6 +424,10 @@ void nfsb_ac_forget_file(struct nb *nb, const char *path);
 void nfsb_ac_clear(struct nb *nb);
 
 /* handles.c */
+struct nb_chan *nfsb_chan_get(struct nb *nb);
+void nfsb_chan_put(struct nb *nb, struct nb_chan *c);
+void nfsb_ns_busy(struct nb *nb);
+void nfsb_ns_idle(struct nb *nb);
 int nfsb_fh_root(struct nb *nb);
 bool nfsb_fh_get_locked(struct nb *nb, const char *path, size_t len, struct nb_fh *fh);
 void nfsb_fh_forget(struct nb *nb, const char *path);
