@@ -109,7 +109,8 @@ static void entry_free(struct ufs_link *l)
 	free(l);
 }
 
-/* Adds path to l's names unless it is there: false when out of memory. */
+/* Adds path to l's names unless it is there: false when out of memory or
+ * when l has UFS_LINKS_NAMES names already (the name is then not kept). */
 static bool name_add(struct ufs_link *l, const char *path)
 {
 	char *copy;
