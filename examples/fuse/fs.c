@@ -837,6 +837,20 @@ static int inode_sync(struct ufs_handle *h, struct ufs_inode *ino)
 	return rc;
 }
 
+/* The write-back error of ino that h has not been told of yet (0: none),
+ * told now. */
+static int errors_told(struct ufs_handle *h, struct ufs_inode *ino)
+{
+	int err = 0, rc = 0;
+
+	ufs_mutex_lock(&h->lock, UFS_RANK_HANDLE);
+	if (us_object_check_error(ino->obj, &h->since, &err) == 1)
+		rc = err;
+	err_seen(ino, h->since);
+	ufs_mutex_unlock(&h->lock, UFS_RANK_HANDLE);
+	return rc;
+}
+
 /*
  * ino's cached writes written back: every chunk that was dirty or in
  * writeback when it was called is then unstable or clean (on the backing
@@ -850,11 +864,9 @@ static int inode_writeback(struct ufs_handle *h, struct ufs_inode *ino)
 {
 	uint64_t *offs = NULL, off = 0;
 	size_t n = 0, cap = 0, i, k;
-
-	ufs_loop_yield();
-	int err = 0, rc = 0;
 	us_buf *b;
 
+	ufs_loop_yield();
 	us_object_flush(ino->obj, 0, US_UNLIMITED, 0);
 	while (us_buf_next(ino->obj, off, &b) == 0) {
 		int state = us_buf_state(b);
@@ -897,29 +909,15 @@ static int inode_writeback(struct ufs_handle *h, struct ufs_inode *ino)
 		n = k;
 	}
 	free(offs);
-	if (h) {
-		ufs_mutex_lock(&h->lock, UFS_RANK_HANDLE);
-		if (us_object_check_error(ino->obj, &h->since, &err) == 1)
-			rc = err;
-		err_seen(ino, h->since);
-		ufs_mutex_unlock(&h->lock, UFS_RANK_HANDLE);
-	}
-	return rc;
+	return h ? errors_told(h, ino) : 0;
 }
 
 /* By default, at a close: ino's dirty chunks handed to the write-back, not
  * waited for; 0, or the write-back error h has not seen yet. */
 static int inode_writeback_start(struct ufs_handle *h, struct ufs_inode *ino)
 {
-	int err = 0, rc = 0;
-
 	us_object_flush(ino->obj, 0, US_UNLIMITED, 0);
-	ufs_mutex_lock(&h->lock, UFS_RANK_HANDLE);
-	if (us_object_check_error(ino->obj, &h->since, &err) == 1)
-		rc = err;
-	err_seen(ino, h->since);
-	ufs_mutex_unlock(&h->lock, UFS_RANK_HANDLE);
-	return rc;
+	return errors_told(h, ino);
 }
 
 /* Before times are set: the writes written back (a write that ends later

@@ -273,6 +273,31 @@ void nfsb_wc_slot_put(struct nb *nb, struct ufs_bfile *f)
 	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 }
 
+/* Sends iov[0..n) whole; 0, or -1 (the connection is lost). */
+static int iov_send(int fd, struct iovec *iov, int n)
+{
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+
+	while (msg.msg_iovlen) {
+		ssize_t got = sendmsg(fd, &msg, MSG_NOSIGNAL);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return -1;
+		while (msg.msg_iovlen && (size_t)got >= msg.msg_iov->iov_len) {
+			got -= (ssize_t)msg.msg_iov->iov_len;
+			msg.msg_iov++;
+			msg.msg_iovlen--;
+		}
+		if (got) {
+			msg.msg_iov->iov_base = (char *)msg.msg_iov->iov_base + got;
+			msg.msg_iov->iov_len -= (size_t)got;
+		}
+	}
+	return 0;
+}
+
 /*
  * The flushing thread, with a slot (nfsb_wc_slot) and the inode's wb_lock
  * held (shared): sends r, a WRITE3 of r->count bytes from iov[1..niov) (iov[0] is
@@ -288,7 +313,6 @@ int nfsb_wc_send(struct nb *nb, struct req *r, struct iovec *iov, int niov)
 	static const uint8_t zeros[4];
 	uint64_t gen;
 	size_t total;
-	struct msghdr msg = { 0 };
 
 	r->nb = nb;
 	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
@@ -332,33 +356,11 @@ int nfsb_wc_send(struct nb *nb, struct req *r, struct iovec *iov, int niov)
 	}
 	total = (size_t)(h - hdr) + count + pad; /* (r may be gone: not r->count) */
 	nfsb_put32(hdr, 0x80000000u | (uint32_t)(total - 4));
-	msg.msg_iov = iov;
-	msg.msg_iovlen = (size_t)niov;
 	ufs_mutex_lock(&nb->send_lock, UFS_RANK_NFS_SEND);
-	/* Gone since it was queued: wc_down() failed it already. */
-	if (nb->wgen == gen && nb->wfd >= 0) {
-		while (total) {
-			ssize_t n = sendmsg(nb->wfd, &msg, MSG_NOSIGNAL);
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0) {
-				/* The service thread sees the end and fails r. */
-				shutdown(nb->wfd, SHUT_RDWR);
-				break;
-			}
-			total -= (size_t)n;
-			while (msg.msg_iovlen && (size_t)n >= msg.msg_iov->iov_len) {
-				n -= (ssize_t)msg.msg_iov->iov_len;
-				msg.msg_iov++;
-				msg.msg_iovlen--;
-			}
-			if (n) {
-				msg.msg_iov->iov_base = (char *)msg.msg_iov->iov_base + n;
-				msg.msg_iov->iov_len -= (size_t)n;
-			}
-		}
-	}
+	/* Gone since it was queued: wc_down() failed it already. Lost while
+	 * sent: the service thread sees the end and fails r. */
+	if (nb->wgen == gen && nb->wfd >= 0 && iov_send(nb->wfd, iov, niov) != 0)
+		shutdown(nb->wfd, SHUT_RDWR);
 	ufs_mutex_unlock(&nb->send_lock, UFS_RANK_NFS_SEND);
 	return 0;
 }
@@ -430,30 +432,6 @@ static bool nc_stopping(struct nb *nb)
 	return stop;
 }
 
-/* Sends iov[0..n) whole; 0, or -1 (the connection is lost). */
-static int nc_send(int fd, struct iovec *iov, int n)
-{
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n };
-
-	while (msg.msg_iovlen) {
-		ssize_t got = sendmsg(fd, &msg, MSG_NOSIGNAL);
-
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return -1;
-		while (msg.msg_iovlen && (size_t)got >= msg.msg_iov->iov_len) {
-			got -= (ssize_t)msg.msg_iov->iov_len;
-			msg.msg_iov++;
-			msg.msg_iovlen--;
-		}
-		if (got) {
-			msg.msg_iov->iov_base = (char *)msg.msg_iov->iov_base + got;
-			msg.msg_iov->iov_len -= (size_t)got;
-		}
-	}
-	return 0;
-}
 
 /* Reads until w's reply; 0, or -1 (the connection is lost or late). */
 static int nc_receive(struct nb_nc *nc, struct nc_wait *w)
@@ -535,7 +513,7 @@ int nfsb_nc_call(struct nb *nb, uint32_t proc, const uint8_t *args, size_t len)
 		if (nc->fd >= 0) {
 			iov[0] = (struct iovec){ .iov_base = hdr, .iov_len = (size_t)(h - hdr) };
 			iov[1] = (struct iovec){ .iov_base = (void *)args, .iov_len = len };
-			if (nc_send(nc->fd, iov, 2) == 0 && nc_receive(nc, &w) == 0)
+			if (iov_send(nc->fd, iov, 2) == 0 && nc_receive(nc, &w) == 0)
 				break;
 			nfsb_nc_close(nb);
 		}
