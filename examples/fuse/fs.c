@@ -629,21 +629,30 @@ static bool inode_unwritten(struct ufs_inode *ino)
 	return false;
 }
 
-/* A closed file with cached writes whose time the backing file lacks
- * (closed_pending), taken by the reaper: once they are all written back,
- * the backing file gets their time (or the times set since), and the times
- * and size to compare at the next open are taken anew. */
+/* A closed file, taken by the reaper, with times or a mode that wait for
+ * its write-back (closed_pending, or waiting again after the data was
+ * written again): once nothing of it is dirty or in writeback, the backing
+ * file gets them, and the times and size to compare at the next open are
+ * taken anew. One try: what fails is tried again (and reported) when the
+ * file is forgotten. */
 static void closed_times(struct ufs *fs, struct ufs_inode *ino)
 {
 	struct stat st;
+	bool pending;
 
-	if (inode_unwritten(ino))
+	ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
+	pending = ino->mtime.tv_sec || ino->mode_set;
+	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+	if (!pending || ino->attrs_failed || inode_unwritten(ino))
 		return;
-	/* One try: what failed is tried again (and reported) when the file
-	 * is forgotten. Its own changes are then done: those the backing
-	 * file shows from here on are another client's. */
+	/* Its own changes are then done: those the backing file shows from
+	 * here on are another client's. */
 	ino->closed_pending = false;
-	if (inode_times_of(fs, ino) != 0 || fs->be->fstat(fs, ino->file, &st) != 0)
+	if (inode_times_of(fs, ino) != 0) {
+		ino->attrs_failed = true;
+		return;
+	}
+	if (fs->be->fstat(fs, ino->file, &st) != 0)
 		return;
 	ino->closed_mtim = st.st_mtim;
 	ino->closed_ctim = st.st_ctim;
@@ -694,7 +703,7 @@ static void reap(struct ufs *fs)
 		rc = inode_destroy(fs, ino, false);
 		if (rc == 0)
 			attrs_closed(fs, ino);
-		else if (ino->closed_pending)
+		else
 			closed_times(fs, ino);
 		inode_teardown_end(fs, ino, rc);
 		ufs_mutex_lock(&fs->itable_lock, UFS_RANK_ITABLE);
@@ -790,6 +799,7 @@ static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 				ino->mtime = write_time(ino);
 			ino->times_set = false;
 		}
+		atomic_store(&ino->times_applied, false);
 		if (size < old && tail && us_buf_lookup(ino->obj, size, &b) == 0) {
 			memset((char *)us_buf_data(b) + tail, 0, UFS_CHUNK_BYTES - tail);
 			us_buf_put(b);
@@ -1134,6 +1144,18 @@ static void writeback_wait(struct ufs_inode *ino, us_buf *b)
 
 void ufs_writeback_done(struct ufs_inode *ino)
 {
+	/* Written after its times were given to the backing file: they wait
+	 * again, for the reaper, the next fsync, or the unmount. */
+	if (atomic_load(&ino->times_applied)) {
+		ufs_rwlock_wrlock(&ino->data_lock, UFS_RANK_DATA);
+		if (atomic_load(&ino->times_applied) && !ino->mtime.tv_sec) {
+			ino->mtime = ino->applied_mtime;
+			ino->atime = ino->applied_atime;
+			ino->times_set = true;
+			atomic_store(&ino->times_applied, false);
+		}
+		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
+	}
 	ufs_mutex_lock(&ino->wb_mutex, UFS_RANK_WB_MUTEX);
 	pthread_cond_broadcast(&ino->wb_cond);
 	ufs_mutex_unlock(&ino->wb_mutex, UFS_RANK_WB_MUTEX);
@@ -1514,6 +1536,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 			ino->size = pos + n;
 		ino->mtime = write_time(ino);
 		ino->times_set = false;
+		atomic_store(&ino->times_applied, false);
 		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 		/* Throttles this writer: pauses, or waits at the dirty limit
 		 * (the blocking form of us_buf_dirty(), in two steps, so that
@@ -2029,6 +2052,9 @@ static int inode_times_of_locked(struct ufs *fs, struct ufs_inode *ino)
 	if (tv[1].tv_nsec != UTIME_OMIT && ts_eq(ino->mtime, tv[1])) {
 		ino->mtime.tv_sec = 0;
 		ino->times_set = false;
+		ino->applied_mtime = tv[1];
+		ino->applied_atime = tv[0];
+		atomic_store(&ino->times_applied, true);
 	}
 	if (tv[0].tv_nsec != UTIME_OMIT && ts_eq(ino->atime, tv[0]))
 		ino->atime.tv_nsec = UTIME_OMIT;
@@ -2063,6 +2089,7 @@ static void inode_times_set(struct ufs_inode *ino)
 	ino->times_set = false;
 	ino->atime.tv_nsec = UTIME_OMIT;
 	ino->ctime.tv_sec = 0;
+	atomic_store(&ino->times_applied, false);
 	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 }
 

@@ -256,6 +256,7 @@ struct ufs_inode {
 	 * file, so those are not compared until the reaper gave it the times
 	 * and took them anew. */
 	bool closed_pending;
+	bool attrs_failed; /* the reaper could not set them: left to the teardown */
 	/* The latest error cursor a descriptor was told of (fs.c err_seen());
 	 * a new descriptor starts there. */
 	_Atomic uint64_t err_seen;
@@ -281,6 +282,13 @@ struct ufs_inode {
 	 * data_lock. */
 	bool mode_set;
 	mode_t mode;
+	/* The times last given to the backing file after its write-back, and
+	 * whether they still stand (no write since): a write-back after them
+	 * (the data written again when the server restarted or refused a
+	 * commit) moves the backing file's mtime, and they wait again
+	 * (ufs_writeback_done()). Times under data_lock. */
+	atomic_bool times_applied;
+	struct timespec applied_atime, applied_mtime;
 	/* The file may have a set-user-ID bit that a write takes away (fs.c
 	 * privs_kill()). */
 	atomic_bool privs;

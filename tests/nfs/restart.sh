@@ -8,7 +8,8 @@
 # change and data written again (the unstable chunks the old server
 # answered, which the test also removes from the exported file while the
 # server is down, as a crash would), and the exported file equals the
-# source. Prints the bytes written again and the time to recover.
+# source; a small file whose time was set after writing keeps it through
+# the data written again. Prints the bytes written again and the time to recover.
 source "$(dirname "$0")/common.sh"
 SECONDS=0
 
@@ -50,6 +51,17 @@ writer=$!
 PIDS+=("$writer")
 
 timeout 60 cat "$WORK/paused" || { cat "$WORK/writer.out"; fail "the writer did not reach its pause"; }
+# A small file with its time set after writing (cp -a, tar): given to the
+# server after its write-back, and again after the restart has the client
+# write its unstable data again (which moves the server's mtime).
+head -c 5000 "$WORK/src" >"$WORK/mnt/t"
+touch -d '2001-02-03 04:05:06' "$WORK/mnt/t"
+want_t=$(date -d '2001-02-03 04:05:06' +%s)
+for _ in $(seq 100); do
+	[[ $(stat -c %Y "$WORK/export/t") == "$want_t" ]] && break
+	sleep 0.05
+done
+[[ $(stat -c %Y "$WORK/export/t") == "$want_t" ]] || fail "t's time not on the server after its write-back"
 # The last MiB is written back (dirty expiry) as WRITE3 UNSTABLE and, under
 # every threshold, left uncommitted: wait until a stats file written after
 # the pause shows it, and nothing dirty or in writeback.
@@ -93,6 +105,9 @@ outage=$(nfs_stat "$WORK/stats" nfs_last_outage_ms)
 peak=$(stat_of "$WORK/stats" / peak_charged)
 ufs_unmount rs "$WORK/mnt"
 [[ $(sha256sum <"$WORK/export/f") == "$src_sum" ]] || fail "the exported file differs after unmount"
+cmp -n 5000 "$WORK/src" "$WORK/export/t" || fail "t differs on the server"
+[[ $(stat -c %Y "$WORK/export/t") == "$want_t" ]] ||
+	fail "t's time lost when its data was written again: $(stat -c %y "$WORK/export/t")"
 printf 'restart: server down %.2f s (killed, a stats file, started again); the client reconnected after %s ms\n' \
 	"$(echo "$t1 - $t0" | bc)" "$outage"
 printf 'restart: %s verifier change(s), %s bytes written again; the rest written and fsync()ed %.2f s after the restart\n' \

@@ -273,6 +273,23 @@ void nfsb_wc_slot_put(struct nb *nb, struct ufs_bfile *f)
 	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 }
 
+/* An NFSv3 call's header at h, up to its arguments: the record mark (0,
+ * set once the length is known), xid, the program, proc, the backend's
+ * credential and an AUTH_NONE verifier. Returns the end. */
+static uint8_t *call_header(const struct nb *nb, uint8_t *h, uint32_t xid, uint32_t proc)
+{
+	h = nfsb_put32(h, 0);
+	h = nfsb_put32(h, xid);
+	h = nfsb_put32(h, 0); /* CALL */
+	h = nfsb_put32(h, 2); /* RPC version */
+	h = nfsb_put32(h, NFS_PROGRAM);
+	h = nfsb_put32(h, NFS_V3);
+	h = nfsb_put32(h, proc);
+	memcpy(h, nb->cred, nb->credlen);
+	h += nb->credlen;
+	return nfsb_put32(nfsb_put32(h, 0), 0);
+}
+
 /* Sends iov[0..n) whole; 0, or -1 (the connection is lost). */
 static int iov_send(int fd, struct iovec *iov, int n)
 {
@@ -332,16 +349,7 @@ int nfsb_wc_send(struct nb *nb, struct req *r, struct iovec *iov, int niov)
 	r->file->inflight++;
 	/* The header, from what r holds: r may be finished (and freed) by the
 	 * service thread from here on. */
-	h = nfsb_put32(h, 0); /* the record mark, below */
-	h = nfsb_put32(h, r->xid);
-	h = nfsb_put32(h, 0); /* CALL */
-	h = nfsb_put32(h, 2); /* RPC version */
-	h = nfsb_put32(h, NFS_PROGRAM);
-	h = nfsb_put32(h, NFS_V3);
-	h = nfsb_put32(h, NFS3_WRITE);
-	memcpy(h, nb->cred, nb->credlen);
-	h += nb->credlen;
-	h = nfsb_put32(nfsb_put32(h, 0), 0); /* verifier AUTH_NONE */
+	h = call_header(nb, h, r->xid, NFS3_WRITE);
 	h = nfsb_put_opaque(h, r->file->fh, r->file->fhlen);
 	h = nfsb_put64(h, r->offset);
 	h = nfsb_put32(h, r->count);
@@ -493,17 +501,7 @@ int nfsb_nc_call(struct nb *nb, uint32_t proc, const uint8_t *args, size_t len)
 	}
 	memset(&w, 0, sizeof(w));
 	w.xid = ++nb->nc->xid;
-	h = hdr;
-	h = nfsb_put32(h, 0); /* the record mark, below */
-	h = nfsb_put32(h, w.xid);
-	h = nfsb_put32(h, 0); /* CALL */
-	h = nfsb_put32(h, 2); /* RPC version */
-	h = nfsb_put32(h, NFS_PROGRAM);
-	h = nfsb_put32(h, NFS_V3);
-	h = nfsb_put32(h, proc);
-	memcpy(h, nb->cred, nb->credlen);
-	h += nb->credlen;
-	h = nfsb_put32(nfsb_put32(h, 0), 0); /* verifier AUTH_NONE */
+	h = call_header(nb, hdr, w.xid, proc);
 	nfsb_put32(hdr, 0x80000000u | (uint32_t)((size_t)(h - hdr) - 4 + len));
 	for (;;) {
 		struct nb_nc *nc = nb->nc;
