@@ -19,7 +19,7 @@ static bool dirty_lockfree(us_buf *b)
 	us_domain *d = b->obj->domain;
 	int64_t credit;
 
-	if (!tc)
+	if (tc == &us__tc_none)
 		return false;
 	credit = atomic_load_explicit(&tc->credit, memory_order_relaxed);
 	if (atomic_load_explicit(&tc->dom, memory_order_relaxed) != d ||
@@ -356,7 +356,7 @@ US_HOT_ENTRY int us_buf_dirty(us_buf *b, uint64_t *pause_ns)
 
 	/* The caller's data stores stay before the loads below (1 above). */
 	atomic_signal_fence(memory_order_seq_cst);
-	if (us_unlikely(!b || !tc))
+	if (us_unlikely(!b))
 		goto slow;
 	/* A rewrite of a DIRTY buffer: state, refs and engine, one cache line
 	 * of b, and a straight line of code to the return. */
@@ -423,7 +423,7 @@ int us__dirty_slow(us_buf *b, uint64_t *pause_ns)
 		uint32_t tag = atomic_load_explicit(&b->lf_tag, memory_order_relaxed);
 
 		tc = us__tls.tc;
-		if (s == US_BUF_CLEAN && (!tc || tag != tc->tag) && dirty_lockfree(b)) {
+		if (s == US_BUF_CLEAN && tag != tc->tag && dirty_lockfree(b)) {
 			if (pause_ns)
 				*pause_ns = 0;
 			return 0;
@@ -432,7 +432,7 @@ int us__dirty_slow(us_buf *b, uint64_t *pause_ns)
 		atomic_thread_fence(memory_order_seq_cst);
 		s = atomic_load_explicit(&b->state, memory_order_relaxed);
 		tag = atomic_load_explicit(&b->lf_tag, memory_order_relaxed);
-		if (s == US_BUF_DIRTY || (tag && tc && tag == tc->tag)) {
+		if (s == US_BUF_DIRTY || (tag && tag == tc->tag)) {
 			if (pause_ns)
 				*pause_ns = 0;
 			return 0;

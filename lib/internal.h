@@ -653,9 +653,13 @@ struct us_tcache {
 
 /* The thread's cache for the engine it dirtied in last (tcache.c). */
 struct us__tls_slot {
-	uint64_t id; /* engine id; 0: none */
-	struct us_tcache *tc;
+	uint64_t id;	       /* engine id; 0: none */
+	struct us_tcache *tc; /* &us__tc_none when none, never NULL */
 };
+/* A thread's cache before it has one: no credit, no domain, tag 0, nofence
+ * NULL, so every fast path of us_buf_dirty() fails on it without a test of
+ * its own. Never written. */
+extern struct us_tcache us__tc_none;
 #if defined(__GNUC__)
 extern _Thread_local struct us__tls_slot us__tls __attribute__((tls_model("initial-exec")));
 #else

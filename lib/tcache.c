@@ -57,7 +57,8 @@
 #define US_TLS_MODEL
 #endif
 
-_Thread_local struct us__tls_slot us__tls US_TLS_MODEL;
+struct us_tcache us__tc_none;
+_Thread_local struct us__tls_slot us__tls US_TLS_MODEL = { 0, &us__tc_none };
 /* All of this thread's caches, one per engine it dirtied in. */
 static _Thread_local struct us_tcache *thread_caches US_TLS_MODEL;
 
@@ -179,7 +180,7 @@ static void thread_exit(void *unused)
 		tcache_free(tc);
 	}
 	us__tls.id = 0;
-	us__tls.tc = NULL;
+	us__tls.tc = &us__tc_none;
 	global_unlock();
 }
 
@@ -207,7 +208,7 @@ struct us_tcache *us__tcache_get(us_engine *e)
 			*pp = tc->thread_next;
 			if (us__tls.tc == tc) {
 				us__tls.id = 0;
-				us__tls.tc = NULL;
+				us__tls.tc = &us__tc_none;
 			}
 			tcache_free(tc);
 			continue;

@@ -56,9 +56,10 @@ for p in "${pages[@]}"; do
 	cp "$p" "$tmp/tree/man${p##*.}/"
 done
 
-# The header's prototypes, one a line, whitespace squeezed, comments gone.
+# The header's prototypes, one a line, whitespace squeezed, comments and
+# the calling attribute (US_HOT_CALL, not part of the C prototype) gone.
 grep -v '^#' "$header" | tr '\n\t' '  ' |
-	sed 's|/\*[^*]*\*\+\([^/*][^*]*\*\+\)*/| |g' |
+	sed 's|/\*[^*]*\*\+\([^/*][^*]*\*\+\)*/| |g; s/ US_HOT_CALL;/;/g' |
 	grep -o 'US_EXPORT [^;]*;' | sed 's/^US_EXPORT //' | tr -s ' ' |
 	sed 's/ *( */(/; s/ *) *;$/);/' >"$tmp/protos"
 
