@@ -1,6 +1,7 @@
 /*
  * Commits: unstable buffers become clean when the backend reports their
- * commit sequence number durable, or dirty again when it lost them.
+ * commit sequence number durable, or dirty again when it lost them (all
+ * of the backend's, or one object's).
  *
  * SPDX-License-Identifier: MIT
  *
@@ -172,6 +173,29 @@ int us_backend_commit_lost(us_backend *bk)
 		}
 	}
 	us__unlock(bk->engine);
+	return clamp_count(n);
+}
+
+int us_object_commit_lost(us_object *o)
+{
+	uint64_t n = 0;
+
+	if (!o)
+		return -EINVAL;
+	us__lock(o->engine);
+	/* Not the backend's epoch: the server keeps the other objects'
+	 * writes and its numbering. The unlinks free o's commit slot
+	 * (us__commit_retire()) once none is left that it covers. */
+	while (!us_list_empty(&o->unstable)) {
+		us_buf *b = us_container_of(o->unstable.next, us_buf, link);
+
+		us__buf_unstable_unlink(b);
+		us__buf_set_state(b, US_BUF_DIRTY);
+		us__domain_event(o->domain, US_EV_COMMIT_LOST, 1);
+		n++;
+	}
+	us__kick(o->engine); /* the flushers write them again */
+	us__unlock(o->engine);
 	return clamp_count(n);
 }
 

@@ -58,7 +58,7 @@
  *   WRITEBACK  UNSTABLE   us_buf_write_done(UNSTABLE)  writeback.c
  *   WRITEBACK  DIRTY      us_buf_write_done(ERROR), or REDIRTIED  writeback.c
  *   UNSTABLE   CLEAN      us_backend_commit_done(), us_object_commit_done()  commit.c
- *   UNSTABLE   DIRTY      us_backend_commit_lost()     commit.c
+ *   UNSTABLE   DIRTY      us_*_commit_lost()          commit.c
  *   CLEAN      (freed)    eviction (us__evict_*)       reclaim.c
  *   any but WRITEBACK (freed)  us_buf_drop()           buf.c
  *

@@ -1225,6 +1225,7 @@ FN(c_ocm_null) E(us_object_commit(NULL))
 FN(c_ocd_null) E(us_object_commit_done(NULL, 1))
 FN(c_ocd_seq0) E(us_object_commit_done(FA->o1, 0))
 FN(c_ocd_seq0_b) E(us_object_commit_done(FB->o2, 0))
+FN(c_ocl_null) E(us_object_commit_lost(NULL))
 FN(c_or_null) E(us_object_reclaim(NULL, 4096, NULL))
 FN(c_or_zero) E(us_object_reclaim(FA->o1, 0, NULL))
 FN(c_or_huge) E(us_object_reclaim(FA->o1, (uint64_t)1 << 33, NULL))
@@ -1479,6 +1480,7 @@ static const struct bad_case cases[] = {
 	CASE(us_object_commit_done, "NULL", c_ocd_null, -EINVAL),
 	CASE(us_object_commit_done, "seq 0", c_ocd_seq0, -EINVAL),
 	CASE(us_object_commit_done, "seq 0, engine B", c_ocd_seq0_b, -EINVAL),
+	CASE(us_object_commit_lost, "NULL", c_ocl_null, -EINVAL),
 	CASE(us_object_reclaim, "NULL object", c_or_null, -EINVAL),
 	CASE(us_object_reclaim, "length 0", c_or_zero, -EINVAL),
 	CASE(us_object_reclaim, "length over 4 GiB", c_or_huge, -EINVAL),
@@ -1640,6 +1642,7 @@ static const char *const public_functions[] = {
 	"us_object_flush",
 	"us_object_commit",
 	"us_object_commit_done",
+	"us_object_commit_lost",
 	"us_object_errseq",
 	"us_object_check_error",
 	"us_object_reclaim",

@@ -436,6 +436,60 @@ START_TEST(test_commit_lost)
 }
 END_TEST
 
+/* One object's commit refused (an NFS file removed on the server): only its
+ * unstable buffers are written again; the others, the epoch and the
+ * committed seqs stay; its commit in flight frees the backend's slot. */
+START_TEST(test_object_commit_lost)
+{
+	struct fx f;
+	us_object *o2;
+	us_buf *a, *b, *c;
+	struct us_backend_stats bs = { .size = sizeof(bs) };
+	uint64_t s1 = us_object_errseq(NULL);
+	int err = 0;
+
+	fx_init(&f, true, false);
+	ck_assert_int_eq(us_object_create(f.t.backend, NULL, NULL, &o2), 0);
+	a = dirty(&f, 0, K4);
+	b = dirty(&f, K4, K4);
+	ck_assert_int_eq(us_buf_get(o2, 0, K4, 0, &c), 1);
+	ck_assert_int_eq(us_buf_dirty(c, NULL), 0);
+	ck_assert_int_eq(us_buf_put(c), 0);
+	f.t.mode = TB_UNSTABLE;
+	ck_assert_int_eq(us_object_flush(o2, 0, US_UNLIMITED, 0), 1);	 /* seq 1 */
+	ck_assert_int_eq(us_object_flush(f.o, 0, US_UNLIMITED, 0), 2); /* 2, 3 */
+	s1 = us_object_errseq(f.o);
+	ck_assert_int_eq(us_object_commit(f.o), 0);
+	ck_assert_int_eq(f.t.commits, 1);
+	ck_assert_int_eq(us_object_commit_lost(f.o), 2);
+	ck_assert_int_eq(us_buf_state(a), US_BUF_DIRTY);
+	ck_assert_int_eq(us_buf_state(b), US_BUF_DIRTY);
+	ck_assert_int_eq(us_buf_state(c), US_BUF_UNSTABLE);
+	ck_assert_uint_eq(tu_stats(f.root).unstable_bytes, K4);
+	ck_assert_uint_eq(tu_stats(f.root).dirty_bytes, 2 * K4);
+	ck_assert_uint_eq(tu_stats(f.root).commit_lost, 2);
+	ck_assert_int_eq(us_backend_stats(f.t.backend, &bs), 0);
+	ck_assert_uint_eq(bs.commit_lost, 0);
+	ck_assert_uint_eq(us_backend_epoch(f.t.backend), 0);
+	tu_check(f.e);
+	/* Nothing of f.o's is left unstable; o2's commit still counts. */
+	ck_assert_int_eq(us_object_commit_lost(f.o), 0);
+	ck_assert_int_eq(us_object_commit_done_epoch(o2, 0, 1), 1);
+	ck_assert_int_eq(us_buf_state(c), US_BUF_CLEAN);
+	/* Written again and refused: the error goes to f.o's errseq. */
+	f.t.mode = TB_HOLD;
+	ck_assert_int_eq(us_object_flush(f.o, 0, US_UNLIMITED, 0), 2);
+	ck_assert_int_eq(tb_complete(&f.t, 0, US_WRITE_LOST, 0, -ESTALE), 0);
+	ck_assert_int_eq(tb_complete(&f.t, 0, US_WRITE_LOST, 0, -ESTALE), 0);
+	ck_assert_int_eq(us_buf_state(a), US_BUF_CLEAN);
+	ck_assert_int_eq(us_buf_state(b), US_BUF_CLEAN);
+	ck_assert_int_eq(us_object_check_error(f.o, &s1, &err), 1);
+	ck_assert_int_eq(err, -ESTALE);
+	tu_check(f.e);
+	fx_fini(&f);
+}
+END_TEST
+
 START_TEST(test_dirty_unstable_buffer)
 {
 	struct fx f;
@@ -752,6 +806,7 @@ int main(void)
 	tcase_add_test(tc, test_transient_error_keeps_data);
 	tcase_add_test(tc, test_lost_error_reported_once_per_caller);
 	tcase_add_test(tc, test_commit_lost);
+	tcase_add_test(tc, test_object_commit_lost);
 	tcase_add_test(tc, test_dirty_unstable_buffer);
 	tcase_add_test(tc, test_drop);
 	tcase_add_test(tc, test_flush_callback_failure);

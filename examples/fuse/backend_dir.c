@@ -339,10 +339,11 @@ static int dir_commit(void *ctx, us_object *obj, enum us_reason reason)
 		/*
 		 * Linux reports a writeback error once and may drop the pages:
 		 * a second fdatasync could succeed with the data gone. So the
-		 * cache rewrites everything not yet committed, from its own
-		 * copy, before any commit can count it durable.
+		 * cache rewrites everything of the file not yet committed, from
+		 * its own copy, before any commit can count it durable (the
+		 * error and the pages are the file's: the others stay).
 		 */
-		us_backend_commit_lost(us_object_backend(obj));
+		us_object_commit_lost(obj);
 		return err;
 	}
 	if (seq)

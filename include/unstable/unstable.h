@@ -674,6 +674,20 @@ US_EXPORT int us_object_commit_done(us_object *o, uint64_t seq);
 US_EXPORT int us_object_commit_done_epoch(us_object *o, uint64_t epoch, uint64_t seq);
 
 /*
+ * The backend lost o's uncommitted data, and only o's (its commit was
+ * refused: an NFS COMMIT answered NFS3ERR_STALE, the file removed on the
+ * server): every UNSTABLE buffer of o becomes DIRTY again, to be written
+ * again, where the write's own error then decides (a write the server
+ * refuses is reported US_WRITE_LOST, and its error goes to o's errseq).
+ * The other objects' buffers, the backend's epoch and the committed seqs
+ * are left as they are: writes acknowledged afterwards carry higher seqs,
+ * as for one server instance. A commit report of o sent before this call
+ * must not follow it. Returns the number of buffers redirtied. Errors:
+ * -EINVAL (NULL).
+ */
+US_EXPORT int us_object_commit_lost(us_object *o);
+
+/*
  * Writeback errors, errseq_t style. us_object_errseq() samples the object's
  * error cursor (when a file is opened, say). us_object_check_error() stores
  * in *err the latest error recorded since *since (a negative errno), moves

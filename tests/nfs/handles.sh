@@ -81,15 +81,25 @@ echo "a setattr by one name shows through the file's other names"
 # the other client: its COMMIT3 is refused as stale. The daemon writes its
 # chunks again, they are refused too and end as lost (the error goes to
 # fsync and close): no commit asked again for ever, the unmount ends.
+# Only that file's chunk is written again: keep, 1 MiB written 2 s later
+# (its commit not due yet), stays unstable and reaches the server whole.
 echo lost >"$m/lost"
 rm -f "$o/lost"
 t0=$SECONDS
+sleep 2
+head -c 1M /dev/urandom >"$WORK/keep.src"
+cp "$WORK/keep.src" "$m/keep"
 for _ in $(seq 300); do
 	grep -q "COMMIT of .*lost: stale" "$WORK/h.log" && break
 	sleep 0.1
 done
 grep -q "COMMIT of .*lost: stale" "$WORK/h.log" || fail "no stale COMMIT3 of lost seen in 30 s"
-echo "a file removed by another client before its commit: stale COMMIT3 after $((SECONDS - t0)) s, its data written again and refused"
+line=$(grep "COMMIT of .*lost: stale" "$WORK/h.log" | head -1)
+[[ $line == *": 1 unstable chunks are written again" ]] ||
+	fail "the stale COMMIT3 of lost wrote other files' chunks again: $line"
+echo "a file removed by another client before its commit: stale COMMIT3 after $((SECONDS - t0)) s, its data written again and refused, the other files' left alone"
+sync "$m/keep"
+cmp "$WORK/keep.src" "$o/keep" || fail "keep on the server after the stale COMMIT3 of lost"
 ufs_unmount other "$WORK/other"
 ufs_unmount h "$WORK/mnt"
 echo PASS

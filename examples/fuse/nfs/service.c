@@ -323,14 +323,16 @@ static void req_complete(struct nb *nb, struct req *r)
 			/* The file is gone from the server (another client
 			 * removed it): its unstable data can never be
 			 * committed, and a commit asked again would be refused
-			 * again, for ever. Written again, as after a restart:
-			 * its WRITE3s are refused as stale too, and its chunks
-			 * end US_WRITE_LOST, the error reported by the next
-			 * fsync or close, as the Linux NFS client does. */
-			int n;
+			 * again, for ever. Its chunks, and only its, are
+			 * written again: the WRITE3s are refused as stale too,
+			 * and the chunks end US_WRITE_LOST, the error reported
+			 * by the next fsync or close, as the Linux NFS client
+			 * does. The other files' unstable data stays. */
+			int n = us_object_commit_lost(r->obj);
 
+			if (n > 0)
+				atomic_fetch_add(&nb->lost_bufs, (uint64_t)n);
 			atomic_fetch_add(&nb->commit_errors, 1);
-			n = write_again(nb);
 			fprintf(stderr,
 				"unstable-fuse: %s: COMMIT of %s: stale (removed on the server): "
 				"%d unstable chunks are written again\n",
