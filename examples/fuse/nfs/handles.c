@@ -41,7 +41,7 @@ static uint64_t now_ns(void)
 /* ------------------------------------------------------------------------ */
 /* Synchronous raw calls                                                     */
 
-enum ns_proc { NS_GETATTR, NS_SETATTR, NS_LOOKUP, NS_CREATE, NS_MKDIR };
+enum ns_proc { NS_GETATTR, NS_SETATTR, NS_LOOKUP, NS_CREATE, NS_MKDIR, NS_REMOVE, NS_RMDIR, NS_RENAME };
 
 /* A call's outcome. On the heap: a call given up on (the context failed)
  * stays queued on the context, whose callback may still write here; such a
@@ -128,6 +128,10 @@ static void ns_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 		take_attr(w, &((MKDIR3res *)data)->MKDIR3res_u.resok.obj_attributes);
 		take_dir_attr(w, &((MKDIR3res *)data)->MKDIR3res_u.resok.dir_wcc.after);
 		break;
+	case NS_REMOVE:
+	case NS_RMDIR:
+	case NS_RENAME:
+		break; /* their status says it all */
 	}
 }
 
@@ -218,6 +222,12 @@ static int ns_send(struct rpc_context *rpc, struct ns_wait *w, void *args)
 		return rpc_nfs3_create_async(rpc, ns_cb, args, w);
 	case NS_MKDIR:
 		return rpc_nfs3_mkdir_async(rpc, ns_cb, args, w);
+	case NS_REMOVE:
+		return rpc_nfs3_remove_async(rpc, ns_cb, args, w);
+	case NS_RMDIR:
+		return rpc_nfs3_rmdir_async(rpc, ns_cb, args, w);
+	case NS_RENAME:
+		return rpc_nfs3_rename_async(rpc, ns_cb, args, w);
 	}
 	return -1;
 }
@@ -625,6 +635,67 @@ int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
 	}
 	free(w);
 	return rc;
+}
+
+/* The call w on args; its reply's rc. */
+static int ns_status(struct nb *nb, struct ns_wait *w, void *args)
+{
+	int rc = ns_call(nb, w, args);
+
+	if (rc)
+		return rc; /* w freed, or left to its context */
+	rc = w->rc;
+	free(w);
+	return rc;
+}
+
+/* REMOVE3 (RMDIR3 when dir) of path, on its parent's handle. The caller
+ * forgets what the name's removal changes. */
+int nfsb_remove(struct nb *nb, const char *path, bool dir)
+{
+	struct nb_fh parent;
+	char name[NAME_MAX + 1];
+	struct ns_wait *w;
+	int rc;
+
+	if ((rc = parent_of(nb, path, &parent, name)))
+		return rc;
+	if (!(w = ns_new(dir ? NS_RMDIR : NS_REMOVE)))
+		return -ENOMEM;
+	if (dir) {
+		RMDIR3args a;
+
+		fh3(&a.object.dir, &parent);
+		a.object.name = name;
+		return ns_status(nb, w, &a);
+	} else {
+		REMOVE3args a;
+
+		fh3(&a.object.dir, &parent);
+		a.object.name = name;
+		return ns_status(nb, w, &a);
+	}
+}
+
+/* RENAME3 of from to to, on their parents' handles. The caller forgets
+ * what the rename changes. */
+int nfsb_rename(struct nb *nb, const char *from, const char *to)
+{
+	struct nb_fh fdir, tdir;
+	char fname[NAME_MAX + 1], tname[NAME_MAX + 1];
+	struct ns_wait *w;
+	RENAME3args a;
+	int rc;
+
+	if ((rc = parent_of(nb, from, &fdir, fname)) || (rc = parent_of(nb, to, &tdir, tname)))
+		return rc;
+	if (!(w = ns_new(NS_RENAME)))
+		return -ENOMEM;
+	fh3(&a.from.dir, &fdir);
+	a.from.name = fname;
+	fh3(&a.to.dir, &tdir);
+	a.to.name = tname;
+	return ns_status(nb, w, &a);
 }
 
 /*

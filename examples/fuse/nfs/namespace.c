@@ -3,7 +3,8 @@
  * reopen, close, fstat, uncached reads and writes, setattr), directories,
  * names (lookup by stat, create, unlink, rename, link, symlink...), each a
  * synchronous call: the raw calls on handles on any free namespace context
- * (handles.c), libnfs's calls by path on the first one under ns_lock (a
+ * (handles.c: also unlink, rmdir and rename, on the parents' handles),
+ * libnfs's calls by path on the first one under ns_lock (a
  * symlink's on the namespace's own connection, conn.c); the attribute
  * cache that answers stats by path; and the backend's table of operations
  * (ufs_backend_nfs).
@@ -793,24 +794,36 @@ static int nfs_readdir_dir(struct ufs *fs, struct ufs_bfile *d, uint64_t off, uf
 /* ------------------------------------------------------------------------ */
 /* Names                                                                     */
 
-/* Removes a name: its handle forgotten (every handle, for a directory:
- * the paths below it). */
-#define PATH_OP(name, call, forget)                         \
-	static int name(struct ufs *fs, const char *rel)    \
-	{                                                   \
-		char *p = abs_path(rel);                    \
-		if (!p)                                     \
-			return -ENOMEM;                     \
-		NS_BEGIN(fs);                               \
-		rc = call;                                  \
-		forget;                                     \
-		nfsb_ac_clear(nb); /* other names' nlink */ \
-		free(p);                                    \
-		NS_END();                                   \
-	}
+/* Removes a name: one REMOVE3 or RMDIR3 on its parent's handle, on any
+ * namespace context; its handle forgotten (every handle, for a directory:
+ * the paths below it), and the attributes (other names' nlink). */
+static int remove_path(struct ufs *fs, const char *rel, bool dir)
+{
+	struct nb *nb = nb_of(fs);
+	char *p = abs_path(rel);
+	int rc;
 
-PATH_OP(nfs_unlink_path, nfs_unlink(nb->ns, p), nfsb_fh_forget(nb, p))
-PATH_OP(nfs_rmdir_path, nfs_rmdir(nb->ns, p), nfsb_fh_clear(nb))
+	if (!p)
+		return -ENOMEM;
+	WITH_HANDLE(nb, rc, nfsb_remove(nb, p, dir));
+	if (dir)
+		nfsb_fh_clear(nb);
+	else
+		nfsb_fh_forget(nb, p);
+	nfsb_ac_clear(nb);
+	free(p);
+	return rc < 0 ? rc : 0;
+}
+
+static int nfs_unlink_path(struct ufs *fs, const char *rel)
+{
+	return remove_path(fs, rel, false);
+}
+
+static int nfs_rmdir_path(struct ufs *fs, const char *rel)
+{
+	return remove_path(fs, rel, true);
+}
 
 static int lstat_call(struct nb *nb, const char *p, struct stat *st)
 {
@@ -945,7 +958,9 @@ static int nfs_readlink_path(struct ufs *fs, const char *rel, char *buf, size_t 
 
 static int nfs_rename_path(struct ufs *fs, const char *from, const char *to, unsigned flags)
 {
+	struct nb *nb = nb_of(fs);
 	char *a, *b;
+	int rc;
 
 	if (flags)
 		return -EINVAL; /* no RENAME_NOREPLACE or RENAME_EXCHANGE in NFSv3 */
@@ -956,13 +971,13 @@ static int nfs_rename_path(struct ufs *fs, const char *from, const char *to, uns
 		free(b);
 		return -ENOMEM;
 	}
-	NS_BEGIN(fs);
-	rc = nfs_rename(nb->ns, a, b);
+	/* One RENAME3 on the parents' handles, on any namespace context. */
+	WITH_HANDLE(nb, rc, nfsb_rename(nb, a, b));
 	nfsb_fh_clear(nb);
 	nfsb_ac_clear(nb);
 	free(a);
 	free(b);
-	NS_END();
+	return rc < 0 ? rc : 0;
 }
 
 static int nfs_link_path(struct ufs *fs, const char *from, const char *to)

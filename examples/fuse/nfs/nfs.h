@@ -54,11 +54,12 @@
  *   ns    the namespace: --ns-conns contexts (default 4), each mounted on
  *         the URL, one call at a time on each under its channel lock (a
  *         libnfs context is not thread-safe): raw LOOKUP3, GETATTR3,
- *         SETATTR3, CREATE3 and MKDIR3 on handles on any free one
- *         (handles.c: a path resolved from the handle cache, a LOOKUP3 per
- *         component it lacks), and libnfs's synchronous calls by path for
- *         the rest (unlink, rename, link, readdir, readlink, statfs...) on
- *         the first, under ns_lock. libnfs reconnects each by itself.
+ *         SETATTR3, CREATE3, MKDIR3, REMOVE3, RMDIR3 and RENAME3 on
+ *         handles on any free one (handles.c: a path resolved from the
+ *         handle cache, a LOOKUP3 per component it lacks), and libnfs's
+ *         synchronous calls by path for the rest (link, readdir, readlink,
+ *         statfs...) on the first, under ns_lock. libnfs reconnects each
+ *         by itself.
  *         A SYMLINK3 goes on a connection of its own (below): libnfs
  *         encodes a call into 4 KiB, too small for a long target.
  *   data  raw async COMMIT3, READ3 and --no-cache WRITE3 FILE_SYNC on the
@@ -441,5 +442,7 @@ int nfsb_setattr(struct nb *nb, const struct nb_fh *fh, const sattr3 *sa, struct
 int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
 	      struct nb_fh *fh, struct stat *st, bool *have_st, struct stat *pst, bool *have_pst);
 int nfsb_symlink(struct nb *nb, const char *target, const char *path);
+int nfsb_remove(struct nb *nb, const char *path, bool dir);
+int nfsb_rename(struct nb *nb, const char *from, const char *to);
 
 #endif /* UFS_NFS_H */
