@@ -184,8 +184,13 @@ int us_object_commit_lost(us_object *o)
 		return -EINVAL;
 	us__lock(o->engine);
 	/* Not the backend's epoch: the server keeps the other objects'
-	 * writes and its numbering. The unlinks free o's commit slot
-	 * (us__commit_retire()) once none is left that it covers. */
+	 * writes and its numbering. o's own: a write of o in flight now,
+	 * acknowledged UNSTABLE later, is written again too (its data may be
+	 * what the failed commit dropped: a local fdatasync() reports the
+	 * error once, and the next one succeeds without it). The unlinks free
+	 * o's commit slot (us__commit_retire()) once none is left that it
+	 * covers. */
+	o->loss_epoch++;
 	while (!us_list_empty(&o->unstable)) {
 		us_buf *b = us_container_of(o->unstable.next, us_buf, link);
 

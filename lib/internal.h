@@ -568,6 +568,10 @@ struct us_object {
 	uint64_t busy;		       /* callbacks running on this object */
 	uint64_t errseq;
 	int err;
+	/* Bumped by every us_object_commit_lost(): a write issued before one
+	 * and acknowledged UNSTABLE after it is written again (us_buf.epoch
+	 * holds the sum of the backend's epoch and this at its issue). */
+	uint32_t loss_epoch;
 };
 
 struct us_buf {
@@ -598,7 +602,7 @@ struct us_buf {
 	 * that a put or drop without one is refused and frees nothing. */
 	uint32_t pins;
 	uint32_t wb_gen; /* the collection that put it in WRITEBACK */
-	uint32_t epoch;	 /* its backend's loss epoch when it was written */
+	uint32_t epoch;	 /* its backend's loss epoch + its object's when it was written */
 	int err;
 	/* The engine's dirty count when its oldest data not yet durable was
 	 * dirtied (sync.c). */

@@ -72,7 +72,7 @@ int us__flush_collect(us_object *o, uint64_t start, uint64_t end, uint64_t budge
 			 */
 			b->pins++;
 			b->wb_gen = bt->gen;
-			b->epoch = o->backend->epoch;
+			b->epoch = o->backend->epoch + o->loss_epoch;
 			bt->bufs[bt->n++] = b;
 			got += b->length;
 			us__buf_set_state(b, US_BUF_WRITEBACK);
@@ -293,8 +293,10 @@ int us_buf_write_done(us_buf *b, enum us_write_result result, uint64_t seq, int 
 		us__obj_backoff(o);
 	else
 		o->backoff_ns = 0;
-	if (result == US_WRITE_UNSTABLE && b->epoch != o->backend->epoch) {
-		/* Acknowledged by a server that has restarted since: lost. */
+	if (result == US_WRITE_UNSTABLE && b->epoch != o->backend->epoch + o->loss_epoch) {
+		/* Acknowledged by a server that has restarted since, or after
+		 * o's own uncommitted data was lost: lost. (Both epochs only
+		 * grow, so their sum moves with either.) */
 		b->flags &= (uint8_t)~US_BUF_REDIRTIED;
 		us__domain_event(d, US_EV_COMMIT_LOST, 1);
 		us__buf_set_state(b, US_BUF_DIRTY);

@@ -436,14 +436,15 @@ START_TEST(test_commit_lost)
 }
 END_TEST
 
-/* One object's commit refused (an NFS file removed on the server): only its
- * unstable buffers are written again; the others, the epoch and the
- * committed seqs stay; its commit in flight frees the backend's slot. */
+/* One object's commit refused (an NFS file removed on the server, a failed
+ * fdatasync()): only its unstable buffers are written again, and its write
+ * in flight across the loss; the others, the epoch and the committed seqs
+ * stay. */
 START_TEST(test_object_commit_lost)
 {
 	struct fx f;
 	us_object *o2;
-	us_buf *a, *b, *c;
+	us_buf *a, *b, *c, *x, *y;
 	struct us_backend_stats bs = { .size = sizeof(bs) };
 	uint64_t s1 = us_object_errseq(NULL);
 	int err = 0;
@@ -461,28 +462,48 @@ START_TEST(test_object_commit_lost)
 	s1 = us_object_errseq(f.o);
 	ck_assert_int_eq(us_object_commit(f.o), 0);
 	ck_assert_int_eq(f.t.commits, 1);
+	/* A third write of f.o in flight across the loss. */
+	x = dirty(&f, 2 * K4, K4);
+	f.t.mode = TB_HOLD;
+	ck_assert_int_eq(us_object_flush(f.o, 2 * K4, K4, 0), 1);
 	ck_assert_int_eq(us_object_commit_lost(f.o), 2);
 	ck_assert_int_eq(us_buf_state(a), US_BUF_DIRTY);
 	ck_assert_int_eq(us_buf_state(b), US_BUF_DIRTY);
 	ck_assert_int_eq(us_buf_state(c), US_BUF_UNSTABLE);
-	ck_assert_uint_eq(tu_stats(f.root).unstable_bytes, K4);
-	ck_assert_uint_eq(tu_stats(f.root).dirty_bytes, 2 * K4);
-	ck_assert_uint_eq(tu_stats(f.root).commit_lost, 2);
+	ck_assert_int_eq(us_buf_state(x), US_BUF_WRITEBACK);
+	/* Acknowledged UNSTABLE after it: its data may be what the commit
+	 * lost, so it is written again, whatever its seq. */
+	ck_assert_int_eq(tb_complete(&f.t, 0, US_WRITE_UNSTABLE, 10, 0), 0);
+	ck_assert_int_eq(us_buf_state(x), US_BUF_DIRTY);
+	ck_assert_int_eq(us_object_commit_done(f.o, 10), 0);
+	ck_assert_int_eq(us_buf_state(x), US_BUF_DIRTY);
+	/* o2's writes are not concerned: one issued now is kept. */
+	ck_assert_int_eq(us_buf_get(o2, K4, K4, 0, &y), 1);
+	ck_assert_int_eq(us_buf_dirty(y, NULL), 0);
+	ck_assert_int_eq(us_buf_put(y), 0);
+	ck_assert_int_eq(us_object_flush(o2, K4, K4, 0), 1);
+	ck_assert_int_eq(tb_complete(&f.t, 0, US_WRITE_UNSTABLE, 11, 0), 0);
+	ck_assert_int_eq(us_buf_state(y), US_BUF_UNSTABLE);
+	ck_assert_uint_eq(tu_stats(f.root).unstable_bytes, 2 * K4);
+	ck_assert_uint_eq(tu_stats(f.root).dirty_bytes, 3 * K4);
+	ck_assert_uint_eq(tu_stats(f.root).commit_lost, 3);
 	ck_assert_int_eq(us_backend_stats(f.t.backend, &bs), 0);
 	ck_assert_uint_eq(bs.commit_lost, 0);
 	ck_assert_uint_eq(us_backend_epoch(f.t.backend), 0);
 	tu_check(f.e);
 	/* Nothing of f.o's is left unstable; o2's commit still counts. */
 	ck_assert_int_eq(us_object_commit_lost(f.o), 0);
-	ck_assert_int_eq(us_object_commit_done_epoch(o2, 0, 1), 1);
+	ck_assert_int_eq(us_object_commit_done_epoch(o2, 0, 11), 2);
 	ck_assert_int_eq(us_buf_state(c), US_BUF_CLEAN);
+	ck_assert_int_eq(us_buf_state(y), US_BUF_CLEAN);
 	/* Written again and refused: the error goes to f.o's errseq. */
-	f.t.mode = TB_HOLD;
-	ck_assert_int_eq(us_object_flush(f.o, 0, US_UNLIMITED, 0), 2);
+	ck_assert_int_eq(us_object_flush(f.o, 0, US_UNLIMITED, 0), 3);
+	ck_assert_int_eq(tb_complete(&f.t, 0, US_WRITE_LOST, 0, -ESTALE), 0);
 	ck_assert_int_eq(tb_complete(&f.t, 0, US_WRITE_LOST, 0, -ESTALE), 0);
 	ck_assert_int_eq(tb_complete(&f.t, 0, US_WRITE_LOST, 0, -ESTALE), 0);
 	ck_assert_int_eq(us_buf_state(a), US_BUF_CLEAN);
 	ck_assert_int_eq(us_buf_state(b), US_BUF_CLEAN);
+	ck_assert_int_eq(us_buf_state(x), US_BUF_CLEAN);
 	ck_assert_int_eq(us_object_check_error(f.o, &s1, &err), 1);
 	ck_assert_int_eq(err, -ESTALE);
 	tu_check(f.e);

@@ -679,6 +679,8 @@ US_EXPORT int us_object_commit_done_epoch(us_object *o, uint64_t epoch, uint64_t
  * server): every UNSTABLE buffer of o becomes DIRTY again, to be written
  * again, where the write's own error then decides (a write the server
  * refuses is reported US_WRITE_LOST, and its error goes to o's errseq).
+ * A write of o in flight across the call is written again too:
+ * acknowledged UNSTABLE afterwards, it goes back to DIRTY whatever its seq.
  * The other objects' buffers, the backend's epoch and the committed seqs
  * are left as they are: writes acknowledged afterwards carry higher seqs,
  * as for one server instance. A commit report of o sent before this call
