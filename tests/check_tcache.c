@@ -105,9 +105,10 @@ START_TEST(test_queued_then_accounted)
 	for (i = 0; i < 64; i++)
 		ck_assert_int_eq(us_buf_get(f.o, i * K4, K4, US_GET_NODATA, &b[i]), 1);
 	/* The first one makes the thread's cache and gets it credit. */
-	ck_assert(!us__tls.tc || us__tls.tc->engine_id != f.e->id);
+	ck_assert_ptr_nonnull(us__tls.tc); /* never NULL: us__tc_none when none */
+	ck_assert(us__tls.tc == &us__tc_none || us__tls.tc->engine_id != f.e->id);
 	ck_assert_int_eq(us_buf_dirty(b[0], &p), 0);
-	ck_assert_ptr_nonnull(us__tls.tc);
+	ck_assert_ptr_ne(us__tls.tc, &us__tc_none);
 	ck_assert_uint_eq(us__tls.tc->engine_id, f.e->id);
 	ck_assert_int_gt(atomic_load(&us__tls.tc->credit), 0);
 	for (i = 1; i < 64; i++)
