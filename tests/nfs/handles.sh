@@ -66,6 +66,31 @@ echo "a create in d2/e: $((after - before)) calls"
 # from the root would add 2 LOOKUP3s)
 [[ $((after - before)) -le 3 ]] || fail "a create made $((after - before)) calls"
 
+# A directory listed (READDIRPLUS3) answers the lookups of its names that
+# follow, and each removal gives its directory's attributes: 20 files the
+# other client made, listed, looked at and removed here, make one call
+# each, their REMOVE3 (before: a LOOKUP3 and a GETATTR3 of the directory
+# more per name).
+mkdir "$o/ls"
+for i in $(seq 20); do echo $i >"$o/ls/f$i"; done
+ls -f "$m/ls" >/dev/null
+stats_next "$WORK/stats"
+before=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
+for i in $(seq 20); do
+	[[ $(stat -c %s "$m/ls/f$i") == ${#i} || $(stat -c %s "$m/ls/f$i") == $((${#i} + 1)) ]] ||
+		fail "ls/f$i: size $(stat -c %s "$m/ls/f$i")"
+done
+stats_next "$WORK/stats"
+mid=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
+rm "$m"/ls/f*
+stats_next "$WORK/stats"
+after=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
+echo "20 names listed: stats $((mid - before)) calls, removals $((after - mid))"
+[[ $((mid - before)) -eq 0 ]] || fail "the stats of 20 listed names made $((mid - before)) calls"
+[[ $((after - mid)) -le 22 ]] || fail "20 removals after a listing made $((after - mid)) calls"
+[[ -z $(ls -A "$o/ls") ]] || fail "ls not empty on the other client: $(ls -A "$o/ls")"
+rmdir "$m/ls"
+
 # A file of two names: a chmod by one shows through the other at once (the
 # other name's cached attributes forgotten).
 echo x >"$m/hl1"

@@ -14,9 +14,10 @@
  * ac_lock (with the attribute cache, which answers a file's stat when its
  * path still names its handle).
  *
- * The cache holds what this client resolved; what it changes it forgets:
- * a removed name's handle, every handle after a rename or an rmdir (the
- * paths below it). A handle looked up or made is kept only if nothing was
+ * The cache holds what this client resolved (a READDIRPLUS3 the handles
+ * of a directory's names); what it changes it forgets: a removed name's
+ * handle, and those of the paths below a directory removed or renamed
+ * (either name of a rename). A handle looked up or made is kept only if nothing was
  * forgotten since the call was sent (fh_gen): a LOOKUP3 answered before a
  * concurrent rename or unlink of the name would else be kept after it. A
  * handle the server calls stale (another client removed or renamed the
@@ -41,7 +42,17 @@ static uint64_t now_ns(void)
 /* ------------------------------------------------------------------------ */
 /* Synchronous raw calls                                                     */
 
-enum ns_proc { NS_GETATTR, NS_SETATTR, NS_LOOKUP, NS_CREATE, NS_MKDIR, NS_REMOVE, NS_RMDIR, NS_RENAME };
+enum ns_proc {
+	NS_GETATTR,
+	NS_SETATTR,
+	NS_LOOKUP,
+	NS_CREATE,
+	NS_MKDIR,
+	NS_REMOVE,
+	NS_RMDIR,
+	NS_RENAME,
+	NS_READDIRPLUS
+};
 
 /* A call's outcome. On the heap: a call given up on (the context failed)
  * stays queued on the context, whose callback may still write here; such a
@@ -53,6 +64,12 @@ struct ns_wait {
 	bool have_fh, have_attr, have_dir_attr;
 	struct nb_fh fh;
 	fattr3 attr, dir_attr; /* the object's; its directory's after the call */
+	/* READDIRPLUS3: the reply's entries, copied out (the reply is freed
+	 * when the callback returns), its cookie verifier and eof. */
+	struct nb_dirent *ents;
+	size_t nents, cap;
+	char verf[NFS3_COOKIEVERFSIZE];
+	bool eof;
 };
 
 static void take_fh(struct ns_wait *w, const post_op_fh3 *p)
@@ -78,6 +95,59 @@ static void take_dir_attr(struct ns_wait *w, const post_op_attr *a)
 		w->dir_attr = a->post_op_attr_u.attributes;
 		w->have_dir_attr = true;
 	}
+}
+
+/* The entries of a READDIRPLUS3 reply, appended to w's (names copied;
+ * -ENOMEM in w->rc if that fails). */
+static void take_entries(struct ns_wait *w, const READDIRPLUS3resok *ok)
+{
+	const entryplus3 *e;
+
+	memcpy(w->verf, ok->cookieverf, sizeof(w->verf));
+	w->eof = ok->reply.eof;
+	for (e = ok->reply.entries; e; e = e->nextentry) {
+		struct nb_dirent *d;
+
+		if (w->nents == w->cap) {
+			size_t cap = w->cap ? 2 * w->cap : 64;
+			struct nb_dirent *n = realloc(w->ents, cap * sizeof(*n));
+
+			if (!n) {
+				w->rc = -ENOMEM;
+				return;
+			}
+			w->ents = n;
+			w->cap = cap;
+		}
+		d = &w->ents[w->nents];
+		memset(d, 0, sizeof(*d));
+		if (!(d->name = strdup(e->name))) {
+			w->rc = -ENOMEM;
+			return;
+		}
+		d->ino = e->fileid;
+		d->cookie = e->cookie;
+		if (e->name_attributes.attributes_follow) {
+			nfsb_st_from_fattr(&d->st, &e->name_attributes.post_op_attr_u.attributes);
+			d->have_st = true;
+		}
+		if (e->name_handle.handle_follows &&
+		    e->name_handle.post_op_fh3_u.handle.data.data_len <= NFS3_FHSIZE &&
+		    e->name_handle.post_op_fh3_u.handle.data.data_len > 0) {
+			d->fh.len = e->name_handle.post_op_fh3_u.handle.data.data_len;
+			memcpy(d->fh.data, e->name_handle.post_op_fh3_u.handle.data.data_val,
+			       d->fh.len);
+			d->have_fh = true;
+		}
+		w->nents++;
+	}
+}
+
+void nfsb_dirents_free(struct nb_dirent *ents, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(ents[i].name);
+	free(ents);
 }
 
 static void ns_cb(struct rpc_context *rpc, int status, void *data, void *priv)
@@ -129,9 +199,16 @@ static void ns_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 		take_dir_attr(w, &((MKDIR3res *)data)->MKDIR3res_u.resok.dir_wcc.after);
 		break;
 	case NS_REMOVE:
+		take_dir_attr(w, &((REMOVE3res *)data)->REMOVE3res_u.resok.dir_wcc.after);
+		break;
 	case NS_RMDIR:
+		take_dir_attr(w, &((RMDIR3res *)data)->RMDIR3res_u.resok.dir_wcc.after);
+		break;
 	case NS_RENAME:
-		break; /* their status says it all */
+		break; /* its status says it all */
+	case NS_READDIRPLUS:
+		take_entries(w, &((READDIRPLUS3res *)data)->READDIRPLUS3res_u.resok);
+		break;
 	}
 }
 
@@ -228,6 +305,8 @@ static int ns_send(struct rpc_context *rpc, struct ns_wait *w, void *args)
 		return rpc_nfs3_rmdir_async(rpc, ns_cb, args, w);
 	case NS_RENAME:
 		return rpc_nfs3_rename_async(rpc, ns_cb, args, w);
+	case NS_READDIRPLUS:
+		return rpc_nfs3_readdirplus_async(rpc, ns_cb, args, w);
 	}
 	return -1;
 }
@@ -348,6 +427,29 @@ void nfsb_fh_forget(struct nb *nb, const char *path)
 	if (e->path && strcmp(e->path, path) == 0) {
 		free(e->path);
 		e->path = NULL;
+	}
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+}
+
+/* Forgets the handles of path and of every path below it (a directory
+ * removed or renamed: their names are gone or elsewhere). */
+void nfsb_fh_forget_tree(struct nb *nb, const char *path)
+{
+	size_t len = strlen(path);
+
+	if (!nb->fhc)
+		return;
+	while (len > 1 && path[len - 1] == '/')
+		len--;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	nb->fh_gen++;
+	for (size_t i = 0; i < NB_FH_SLOTS; i++) {
+		const char *q = nb->fhc[i].path;
+
+		if (q && strncmp(q, path, len) == 0 && (q[len] == '\0' || q[len] == '/' || len == 1)) {
+			free(nb->fhc[i].path);
+			nb->fhc[i].path = NULL;
+		}
 	}
 	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
 }
@@ -649,15 +751,17 @@ static int ns_status(struct nb *nb, struct ns_wait *w, void *args)
 	return rc;
 }
 
-/* REMOVE3 (RMDIR3 when dir) of path, on its parent's handle. The caller
- * forgets what the name's removal changes. */
-int nfsb_remove(struct nb *nb, const char *path, bool dir)
+/* REMOVE3 (RMDIR3 when dir) of path, on its parent's handle: the
+ * parent's attributes after it into *pst (*have_pst) when the reply has
+ * them. The caller forgets what the name's removal changes. */
+int nfsb_remove(struct nb *nb, const char *path, bool dir, struct stat *pst, bool *have_pst)
 {
 	struct nb_fh parent;
 	char name[NAME_MAX + 1];
 	struct ns_wait *w;
 	int rc;
 
+	*have_pst = false;
 	if ((rc = parent_of(nb, path, &parent, name)))
 		return rc;
 	if (!(w = ns_new(dir ? NS_RMDIR : NS_REMOVE)))
@@ -667,14 +771,23 @@ int nfsb_remove(struct nb *nb, const char *path, bool dir)
 
 		fh3(&a.object.dir, &parent);
 		a.object.name = name;
-		return ns_status(nb, w, &a);
+		rc = ns_call(nb, w, &a);
 	} else {
 		REMOVE3args a;
 
 		fh3(&a.object.dir, &parent);
 		a.object.name = name;
-		return ns_status(nb, w, &a);
+		rc = ns_call(nb, w, &a);
 	}
+	if (rc)
+		return rc; /* w freed, or left to its context */
+	rc = w->rc;
+	if (rc == 0 && w->have_dir_attr) {
+		nfsb_st_from_fattr(pst, &w->dir_attr);
+		*have_pst = true;
+	}
+	free(w);
+	return rc;
 }
 
 /* RENAME3 of from to to, on their parents' handles. The caller forgets
@@ -696,6 +809,98 @@ int nfsb_rename(struct nb *nb, const char *from, const char *to)
 	fh3(&a.to.dir, &tdir);
 	a.to.name = tname;
 	return ns_status(nb, w, &a);
+}
+
+/*
+ * The entries of directory path, read whole with READDIRPLUS3 calls on any
+ * namespace context (its handle resolved and cached): into *out (n of
+ * them, "." and ".." among them, as the server lists them; free with
+ * nfsb_dirents_free()). The handles of its names go to the handle cache,
+ * as a LOOKUP3's would (unless something was forgotten since the first
+ * call was sent). 0 or a negative errno.
+ */
+int nfsb_readdir(struct nb *nb, const char *path, struct nb_dirent **out, size_t *n)
+{
+	uint64_t gen = fh_gen_now(nb), cookie = 0;
+	char verf[NFS3_COOKIEVERFSIZE] = { 0 };
+	struct nb_dirent *ents = NULL;
+	size_t nents = 0, plen = strlen(path);
+	struct nb_fh dir;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	if ((rc = nfsb_resolve(nb, path, &dir, NULL, NULL)))
+		return rc;
+	for (;;) {
+		struct ns_wait *w = ns_new(NS_READDIRPLUS);
+		READDIRPLUS3args a;
+		bool eof;
+		size_t got;
+
+		if (!w) {
+			rc = -ENOMEM;
+			break;
+		}
+		fh3(&a.dir, &dir);
+		a.cookie = cookie;
+		memcpy(a.cookieverf, verf, sizeof(verf));
+		a.dircount = 32768;
+		a.maxcount = 131072;
+		if ((rc = ns_call(nb, w, &a)))
+			break; /* w freed, or left to its context */
+		got = w->nents;
+		rc = w->rc;
+		eof = w->eof;
+		memcpy(verf, w->verf, sizeof(verf));
+		if (rc == 0 && got) {
+			struct nb_dirent *m = realloc(ents, (nents + got) * sizeof(*m));
+
+			if (m) {
+				ents = m;
+				memcpy(ents + nents, w->ents, got * sizeof(*m));
+				nents += got;
+				free(w->ents);
+				w->ents = NULL;
+				w->nents = 0;
+			} else {
+				rc = -ENOMEM;
+			}
+		}
+		nfsb_dirents_free(w->ents, w->nents);
+		free(w);
+		if (rc)
+			break;
+		if (eof)
+			break;
+		if (got == 0) { /* no progress and no end: the server's fault */
+			rc = -EIO;
+			break;
+		}
+		cookie = ents[nents - 1].cookie;
+	}
+	if (rc) {
+		nfsb_dirents_free(ents, nents);
+		return rc;
+	}
+	for (size_t i = 0; i < nents; i++) {
+		const char *name = ents[i].name;
+		size_t nl = strlen(name), len = plen + 1 + nl;
+		char *p;
+
+		if (!ents[i].have_fh || !strcmp(name, ".") || !strcmp(name, "..") ||
+		    len >= PATH_MAX || !(p = malloc(len + 1)))
+			continue;
+		memcpy(p, path, plen);
+		len = plen > 1 ? plen : 0; /* the root: "/name" */
+		p[len] = '/';
+		memcpy(p + len + 1, name, nl + 1);
+		fh_put(nb, p, len + 1 + nl, &ents[i].fh, gen);
+		free(p);
+	}
+	*out = ents;
+	*n = nents;
+	return 0;
 }
 
 /*

@@ -78,11 +78,11 @@ struct nfs_context *nfsb_mount_ctx(const char *url, bool data, char *err, size_t
 	/* The ports are the URL's; NFSv3 only. */
 	nfs_set_version(nfs, NFS_V3);
 	nfs_set_timeout(nfs, 10000);
-	/* No directory cache in libnfs: the raw calls (handles.c: creates,
-	 * removes, renames) change directories behind it, and it takes a
-	 * listing as current while the directory's mtime is the same, which a
-	 * server with a coarse clock keeps through several changes. A listing
-	 * is read whole at opendir anyway. */
+	/* No directory cache in libnfs: directories are read with our own
+	 * READDIRPLUS3 (handles.c), and the raw calls change them behind
+	 * libnfs, which would take a listing as current while the directory's
+	 * mtime is the same (a server with a coarse clock keeps it through
+	 * several changes). */
 	nfs_set_dircache(nfs, 0);
 	/* The data context is reconnected by the service thread, with
 	 * backoff; libnfs's own reconnect would retry at once, for ever, and

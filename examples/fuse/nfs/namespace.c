@@ -478,12 +478,9 @@ static void nfs_close_file(struct ufs *fs, struct ufs_bfile *f)
 {
 	struct nb *nb = nb_of(fs);
 
+	(void)nb;
 	nfsb_drain(fs, f);
-	if (f->dir) {
-		ns0_lock(nb);
-		nfs_closedir(nb->ns, f->dir);
-		ns0_unlock(nb);
-	}
+	nfsb_dirents_free(f->ents, f->nents);
 	free(f->path);
 	free(f);
 }
@@ -729,88 +726,124 @@ static int nfs_fsetattrs_file(struct ufs *fs, struct ufs_bfile *f, mode_t mode,
 	return setattr_of(nb_of(fs), f, NULL, &sa);
 }
 
+/*
+ * A directory opened: read whole at once, READDIRPLUS3 on any namespace
+ * context (handles.c nfsb_readdir()); the attributes of its names go to
+ * the attribute cache, for the lookups that follow a listing (ls -l, rm
+ * -r), and their handles to the handle cache.
+ */
 static int nfs_opendir_path(struct ufs *fs, const char *rel, struct ufs_bfile **out)
 {
 	struct ufs_bfile *f = bfile_new(rel);
 	struct nb *nb = nb_of(fs);
+	uint64_t gen = ac_gen_now(nb);
+	size_t plen;
 	int rc;
 
 	if (!f)
 		return -ENOMEM;
-	ns0_lock(nb);
-	rc = nfs_opendir(nb->ns, f->path, &f->dir);
-	ns0_unlock(nb);
+	WITH_HANDLE(nb, rc, nfsb_readdir(nb, f->path, &f->ents, &f->nents));
 	if (rc) {
 		free(f->path);
 		free(f);
 		return rc < 0 ? rc : -EIO;
 	}
+	plen = strlen(f->path);
+	for (size_t i = 0; i < f->nents; i++) {
+		const struct nb_dirent *d = &f->ents[i];
+		size_t nl = strlen(d->name), at = plen > 1 ? plen : 0;
+		char *p;
+
+		if (!d->have_st || !strcmp(d->name, ".") || !strcmp(d->name, "..") ||
+		    at + 1 + nl >= PATH_MAX || !(p = malloc(at + 2 + nl)))
+			continue;
+		memcpy(p, f->path, at);
+		p[at] = '/';
+		memcpy(p + at + 1, d->name, nl + 1);
+		ac_put(nb, p, false, 0, &d->st, gen);
+		if (!S_ISLNK(d->st.st_mode))
+			ac_put(nb, p, true, 0, &d->st, gen);
+		free(p);
+	}
 	*out = f;
 	return 0;
-}
-
-static mode_t type_bits(uint32_t type)
-{
-	switch (type) {
-	case NF3REG:
-		return S_IFREG;
-	case NF3DIR:
-		return S_IFDIR;
-	case NF3BLK:
-		return S_IFBLK;
-	case NF3CHR:
-		return S_IFCHR;
-	case NF3LNK:
-		return S_IFLNK;
-	case NF3SOCK:
-		return S_IFSOCK;
-	case NF3FIFO:
-		return S_IFIFO;
-	default:
-		return 0;
-	}
 }
 
 static int nfs_readdir_dir(struct ufs *fs, struct ufs_bfile *d, uint64_t off, ufs_fill_fn fill,
 			   void *ctx)
 {
-	struct nb *nb = nb_of(fs);
-	struct nfsdirent *de;
+	(void)fs;
+	(void)off; /* read whole at opendir: every call lists it all */
+	for (size_t i = 0; i < d->nents; i++) {
+		const struct nb_dirent *e = &d->ents[i];
+		struct stat st = { .st_ino = (ino_t)e->ino,
+				   .st_mode = e->have_st ? e->st.st_mode : 0 };
 
-	ns0_lock(nb);
-	if (off == 0)
-		nfs_rewinddir(nb->ns, d->dir);
-	while ((de = nfs_readdir(nb->ns, d->dir))) {
-		struct stat st = { .st_ino = (ino_t)de->inode,
-				   .st_mode = type_bits(de->type) | (de->mode & 07777) };
-
-		if (fill(ctx, de->name, &st))
+		if (fill(ctx, e->name, &st))
 			break;
 	}
-	ns0_unlock(nb);
 	return 0;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Names                                                                     */
 
-/* Removes a name: one REMOVE3 or RMDIR3 on its parent's handle, on any
- * namespace context; its handle forgotten (every handle, for a directory:
- * the paths below it), and the attributes (other names' nlink). */
+/* The cached attributes of path (not followed), without counting a hit or
+ * a miss: whether there are. */
+static bool ac_peek(struct nb *nb, const char *path, struct stat *st)
+{
+	struct ac_ent *e;
+	bool hit = false;
+
+	if (!nb->ac)
+		return false;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	e = &nb->ac[ac_slot(path, false)];
+	if (e->path && !e->follow && e->rc == 0 && strcmp(e->path, path) == 0 &&
+	    mono_ns() < e->until_ns) {
+		*st = e->st;
+		hit = true;
+	}
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	return hit;
+}
+
+/*
+ * Removes a name: one REMOVE3 or RMDIR3 on its parent's handle, on any
+ * namespace context; its handle forgotten (and for a directory those of
+ * the paths below it). Of the attributes, the name's are forgotten, its
+ * directory's taken from the reply, and those of the file's other names
+ * forgotten when it has some (their nlink); everything when the cache
+ * does not know the file. So the attributes a listing cached (opendir)
+ * still answer the lookups of the names after it (rm -r).
+ */
 static int remove_path(struct ufs *fs, const char *rel, bool dir)
 {
 	struct nb *nb = nb_of(fs);
 	char *p = abs_path(rel);
+	uint64_t gen = ac_gen_now(nb), now;
+	struct stat st, pst;
+	bool known, have_pst;
 	int rc;
 
 	if (!p)
 		return -ENOMEM;
-	WITH_HANDLE(nb, rc, nfsb_remove(nb, p, dir));
+	known = ac_peek(nb, p, &st);
+	WITH_HANDLE(nb, rc, nfsb_remove(nb, p, dir, &pst, &have_pst));
 	if (dir)
-		nfsb_fh_clear(nb);
+		nfsb_fh_forget_tree(nb, p);
 	else
 		nfsb_fh_forget(nb, p);
-	nfsb_ac_clear(nb);
+	if (!known) {
+		nfsb_ac_clear(nb);
+	} else {
+		/* The directory's attributes after the removal, from the
+		 * reply: the kernel asks for them before the next name's
+		 * (default_permissions), a GETATTR3 a name in rm -r. */
+		ac_forget_put(nb, p, true, NULL, have_pst ? &pst : NULL, gen, &now);
+		if (!S_ISDIR(st.st_mode) && st.st_nlink > 1)
+			ac_forget_links(nb, p, st.st_ino);
+	}
 	free(p);
 	return rc < 0 ? rc : 0;
 }
@@ -973,7 +1006,10 @@ static int nfs_rename_path(struct ufs *fs, const char *from, const char *to, uns
 	}
 	/* One RENAME3 on the parents' handles, on any namespace context. */
 	WITH_HANDLE(nb, rc, nfsb_rename(nb, a, b));
-	nfsb_fh_clear(nb);
+	/* The names below either are gone or elsewhere; the others keep
+	 * their handles. Every attribute goes (nlink, the directories'). */
+	nfsb_fh_forget_tree(nb, a);
+	nfsb_fh_forget_tree(nb, b);
 	nfsb_ac_clear(nb);
 	free(a);
 	free(b);

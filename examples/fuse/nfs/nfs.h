@@ -13,7 +13,7 @@
  * commit (engine.c) with client locks of ranks 1 to 3 held at most.
  *
  *    7 nb->ns_lock    UFS_RANK_NFS_NS: libnfs's synchronous calls by path
- *                     (unlink, rename, link, readdir...: namespace.c), one
+ *                     (link, mknod, readlink, statfs...: namespace.c), one
  *                     at a time on the first namespace context, which they
  *                     take under it (chan[0].lock); mount.c's attach and
  *                     detach use it alone, before and after every other
@@ -54,12 +54,12 @@
  *   ns    the namespace: --ns-conns contexts (default 4), each mounted on
  *         the URL, one call at a time on each under its channel lock (a
  *         libnfs context is not thread-safe): raw LOOKUP3, GETATTR3,
- *         SETATTR3, CREATE3, MKDIR3, REMOVE3, RMDIR3 and RENAME3 on
- *         handles on any free one (handles.c: a path resolved from the
- *         handle cache, a LOOKUP3 per component it lacks), and libnfs's
- *         synchronous calls by path for the rest (link, readdir, readlink,
- *         statfs...) on the first, under ns_lock. libnfs reconnects each
- *         by itself.
+ *         SETATTR3, CREATE3, MKDIR3, REMOVE3, RMDIR3, RENAME3 and
+ *         READDIRPLUS3 on handles on any free one (handles.c: a path
+ *         resolved from the handle cache, a LOOKUP3 per component it
+ *         lacks), and libnfs's synchronous calls by path for the rest
+ *         (link, mknod, readlink, statfs...) on the first, under ns_lock.
+ *         libnfs reconnects each by itself.
  *         A SYMLINK3 goes on a connection of its own (below): libnfs
  *         encodes a call into 4 KiB, too small for a long target.
  *   data  raw async COMMIT3, READ3 and --no-cache WRITE3 FILE_SYNC on the
@@ -239,9 +239,20 @@ struct nb_fh_ent {
 	uint64_t until_ns;
 };
 
+/* An entry of a directory read with READDIRPLUS3 (nfsb_readdir()). */
+struct nb_dirent {
+	char *name;
+	uint64_t ino, cookie;
+	bool have_st, have_fh;
+	struct stat st; /* when have_st */
+	struct nb_fh fh; /* when have_fh */
+};
+
 struct ufs_bfile {
-	char *path;	    /* absolute in the export, as opened */
-	struct nfsdir *dir; /* directories (fhlen 0) */
+	char *path; /* absolute in the export, as opened */
+	/* Directories (fhlen 0): the entries, read whole at opendir. */
+	struct nb_dirent *ents;
+	size_t nents;
 	char fh[NFS3_FHSIZE]; /* files: the handle, for every call on them */
 	unsigned fhlen;
 	unsigned inflight; /* data RPCs in flight or waiting to be resent; under nb->lock */
@@ -432,6 +443,7 @@ void nfsb_ns_idle(struct nb *nb);
 int nfsb_fh_root(struct nb *nb);
 bool nfsb_fh_get_locked(struct nb *nb, const char *path, size_t len, struct nb_fh *fh);
 void nfsb_fh_forget(struct nb *nb, const char *path);
+void nfsb_fh_forget_tree(struct nb *nb, const char *path);
 void nfsb_fh_clear(struct nb *nb);
 void nfsb_st_from_fattr(struct stat *st, const fattr3 *a);
 int nfsb_resolve(struct nb *nb, const char *path, struct nb_fh *fh, struct stat *st,
@@ -442,7 +454,9 @@ int nfsb_setattr(struct nb *nb, const struct nb_fh *fh, const sattr3 *sa, struct
 int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
 	      struct nb_fh *fh, struct stat *st, bool *have_st, struct stat *pst, bool *have_pst);
 int nfsb_symlink(struct nb *nb, const char *target, const char *path);
-int nfsb_remove(struct nb *nb, const char *path, bool dir);
+int nfsb_remove(struct nb *nb, const char *path, bool dir, struct stat *pst, bool *have_pst);
 int nfsb_rename(struct nb *nb, const char *from, const char *to);
+int nfsb_readdir(struct nb *nb, const char *path, struct nb_dirent **out, size_t *n);
+void nfsb_dirents_free(struct nb_dirent *ents, size_t n);
 
 #endif /* UFS_NFS_H */
