@@ -51,7 +51,8 @@ enum ns_proc {
 	NS_REMOVE,
 	NS_RMDIR,
 	NS_RENAME,
-	NS_READDIRPLUS
+	NS_READDIRPLUS,
+	NS_READDIR
 };
 
 /* A call's outcome. On the heap: a call given up on (the context failed)
@@ -60,7 +61,8 @@ enum ns_proc {
 struct ns_wait {
 	enum ns_proc proc;
 	bool done;
-	int rc; /* 0 or a negative errno */
+	int rc;		 /* 0 or a negative errno */
+	nfsstat3 status; /* the reply's */
 	bool have_fh, have_attr, have_dir_attr;
 	struct nb_fh fh;
 	fattr3 attr, dir_attr; /* the object's; its directory's after the call */
@@ -99,6 +101,47 @@ static void take_dir_attr(struct ns_wait *w, const post_op_attr *a)
 
 /* The entries of a READDIRPLUS3 reply, appended to w's (names copied;
  * -ENOMEM in w->rc if that fails). */
+/* A new entry of w's named name, or NULL (-ENOMEM in w->rc). */
+static struct nb_dirent *entry_new(struct ns_wait *w, const char *name, uint64_t ino,
+				   uint64_t cookie)
+{
+	struct nb_dirent *d;
+
+	if (w->nents == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 64;
+		struct nb_dirent *n = realloc(w->ents, cap * sizeof(*n));
+
+		if (!n) {
+			w->rc = -ENOMEM;
+			return NULL;
+		}
+		w->ents = n;
+		w->cap = cap;
+	}
+	d = &w->ents[w->nents];
+	memset(d, 0, sizeof(*d));
+	if (!(d->name = strdup(name))) {
+		w->rc = -ENOMEM;
+		return NULL;
+	}
+	d->ino = ino;
+	d->cookie = cookie;
+	w->nents++;
+	return d;
+}
+
+/* READDIR3's entries (a server without READDIRPLUS3): names only. */
+static void take_names(struct ns_wait *w, const READDIR3resok *ok)
+{
+	const entry3 *e;
+
+	memcpy(w->verf, ok->cookieverf, sizeof(w->verf));
+	w->eof = ok->reply.eof;
+	for (e = ok->reply.entries; e; e = e->nextentry)
+		if (!entry_new(w, e->name, e->fileid, e->cookie))
+			return;
+}
+
 static void take_entries(struct ns_wait *w, const READDIRPLUS3resok *ok)
 {
 	const entryplus3 *e;
@@ -106,27 +149,10 @@ static void take_entries(struct ns_wait *w, const READDIRPLUS3resok *ok)
 	memcpy(w->verf, ok->cookieverf, sizeof(w->verf));
 	w->eof = ok->reply.eof;
 	for (e = ok->reply.entries; e; e = e->nextentry) {
-		struct nb_dirent *d;
+		struct nb_dirent *d = entry_new(w, e->name, e->fileid, e->cookie);
 
-		if (w->nents == w->cap) {
-			size_t cap = w->cap ? 2 * w->cap : 64;
-			struct nb_dirent *n = realloc(w->ents, cap * sizeof(*n));
-
-			if (!n) {
-				w->rc = -ENOMEM;
-				return;
-			}
-			w->ents = n;
-			w->cap = cap;
-		}
-		d = &w->ents[w->nents];
-		memset(d, 0, sizeof(*d));
-		if (!(d->name = strdup(e->name))) {
-			w->rc = -ENOMEM;
+		if (!d)
 			return;
-		}
-		d->ino = e->fileid;
-		d->cookie = e->cookie;
 		if (e->name_attributes.attributes_follow) {
 			nfsb_st_from_fattr(&d->st, &e->name_attributes.post_op_attr_u.attributes);
 			d->have_st = true;
@@ -139,7 +165,6 @@ static void take_entries(struct ns_wait *w, const READDIRPLUS3resok *ok)
 			       d->fh.len);
 			d->have_fh = true;
 		}
-		w->nents++;
 	}
 }
 
@@ -161,6 +186,7 @@ static void ns_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 		return;
 	}
 	/* Every NFS3 result begins with its nfsstat3. */
+	w->status = *(nfsstat3 *)data;
 	if (*(nfsstat3 *)data != NFS3_OK) {
 		w->rc = nfsstat3_to_errno(*(nfsstat3 *)data);
 		if (w->rc >= 0)
@@ -208,6 +234,9 @@ static void ns_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 		break; /* its status says it all */
 	case NS_READDIRPLUS:
 		take_entries(w, &((READDIRPLUS3res *)data)->READDIRPLUS3res_u.resok);
+		break;
+	case NS_READDIR:
+		take_names(w, &((READDIR3res *)data)->READDIR3res_u.resok);
 		break;
 	}
 }
@@ -307,6 +336,8 @@ static int ns_send(struct rpc_context *rpc, struct ns_wait *w, void *args)
 		return rpc_nfs3_rename_async(rpc, ns_cb, args, w);
 	case NS_READDIRPLUS:
 		return rpc_nfs3_readdirplus_async(rpc, ns_cb, args, w);
+	case NS_READDIR:
+		return rpc_nfs3_readdir_async(rpc, ns_cb, args, w);
 	}
 	return -1;
 }
@@ -833,22 +864,38 @@ int nfsb_readdir(struct nb *nb, const char *path, struct nb_dirent **out, size_t
 	if ((rc = nfsb_resolve(nb, path, &dir, NULL, NULL)))
 		return rc;
 	for (;;) {
-		struct ns_wait *w = ns_new(NS_READDIRPLUS);
+		bool plus = !atomic_load(&nb->no_rdplus), eof;
+		struct ns_wait *w = ns_new(plus ? NS_READDIRPLUS : NS_READDIR);
 		READDIRPLUS3args a;
-		bool eof;
+		READDIR3args b;
 		size_t got;
 
 		if (!w) {
 			rc = -ENOMEM;
 			break;
 		}
-		fh3(&a.dir, &dir);
-		a.cookie = cookie;
-		memcpy(a.cookieverf, verf, sizeof(verf));
-		a.dircount = 32768;
-		a.maxcount = 131072;
-		if ((rc = ns_call(nb, w, &a)))
+		if (plus) {
+			fh3(&a.dir, &dir);
+			a.cookie = cookie;
+			memcpy(a.cookieverf, verf, sizeof(verf));
+			a.dircount = 32768;
+			a.maxcount = 131072;
+		} else {
+			fh3(&b.dir, &dir);
+			b.cookie = cookie;
+			memcpy(b.cookieverf, verf, sizeof(verf));
+			b.count = 32768;
+		}
+		if ((rc = ns_call(nb, w, plus ? (void *)&a : (void *)&b)))
 			break; /* w freed, or left to its context */
+		if (plus && w->status == NFS3ERR_NOTSUPP && cookie == 0) {
+			/* A server without READDIRPLUS3 (Linux's nordirplus
+			 * export): READDIR3 from now on, names only. */
+			atomic_store(&nb->no_rdplus, true);
+			nfsb_dirents_free(w->ents, w->nents);
+			free(w);
+			continue;
+		}
 		got = w->nents;
 		rc = w->rc;
 		eof = w->eof;
@@ -873,7 +920,8 @@ int nfsb_readdir(struct nb *nb, const char *path, struct nb_dirent **out, size_t
 			break;
 		if (eof)
 			break;
-		if (got == 0) { /* no progress and no end: the server's fault */
+		/* No progress and no end: the server's fault, not a loop. */
+		if (got == 0 || ents[nents - 1].cookie == cookie || nents > NB_DIR_MAX) {
 			rc = -EIO;
 			break;
 		}

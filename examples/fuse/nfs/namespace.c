@@ -840,8 +840,12 @@ static int remove_path(struct ufs *fs, const char *rel, bool dir)
 		/* The directory's attributes after the removal, from the
 		 * reply: the kernel asks for them before the next name's
 		 * (default_permissions), a GETATTR3 a name in rm -r. */
-		ac_forget_put(nb, p, true, NULL, have_pst ? &pst : NULL, gen, &now);
-		if (!S_ISDIR(st.st_mode) && st.st_nlink > 1)
+		bool alone = ac_forget_put(nb, p, true, NULL, have_pst ? &pst : NULL, gen, &now);
+
+		/* Another name may have been made meanwhile (a link: its
+		 * nlink cached after the peek), unless the cache moved only by
+		 * this forgetting. */
+		if (!S_ISDIR(st.st_mode) && (st.st_nlink > 1 || !alone))
 			ac_forget_links(nb, p, st.st_ino);
 	}
 	free(p);

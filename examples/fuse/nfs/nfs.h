@@ -239,6 +239,10 @@ struct nb_fh_ent {
 	uint64_t until_ns;
 };
 
+/* The most entries a directory read gives before it is taken for a server
+ * that never ends it. */
+#define NB_DIR_MAX (1u << 24)
+
 /* An entry of a directory read with READDIRPLUS3 (nfsb_readdir()). */
 struct nb_dirent {
 	char *name;
@@ -364,6 +368,9 @@ struct nb {
 	unsigned wbackoff_ms;
 	char verf[NFS3_WRITEVERFSIZE];
 	bool have_verf;
+	/* The server answered READDIRPLUS3 with NFS3ERR_NOTSUPP: directories
+	 * are read with READDIR3 (handles.c nfsb_readdir()). */
+	atomic_bool no_rdplus;
 
 	/* statistics (atomic: the stats thread reads them) */
 	atomic_uint_fast64_t writes, write_bytes, stable_replies, commits, verf_changes, lost_bufs,
