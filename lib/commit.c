@@ -139,6 +139,23 @@ int us_object_commit_done_epoch(us_object *o, uint64_t epoch, uint64_t seq)
 	return object_commit_done(o, &epoch, seq);
 }
 
+/* Under the lock: o's UNSTABLE buffers DIRTY again, to be written again;
+ * how many. */
+static uint64_t redirty_unstable(us_object *o)
+{
+	uint64_t n = 0;
+
+	while (!us_list_empty(&o->unstable)) {
+		us_buf *b = us_container_of(o->unstable.next, us_buf, link);
+
+		us__buf_unstable_unlink(b);
+		us__buf_set_state(b, US_BUF_DIRTY);
+		us__domain_event(o->domain, US_EV_COMMIT_LOST, 1);
+		n++;
+	}
+	return n;
+}
+
 int us_backend_commit_lost(us_backend *bk)
 {
 	uint64_t n = 0;
@@ -160,25 +177,17 @@ int us_backend_commit_lost(us_backend *bk)
 		us_list_for_each (pos, &bk->objects)
 			us_container_of(pos, us_object, link)->committed_seq = 0;
 	}
-	while (!us_list_empty(&bk->unstable_objs)) {
-		us_object *o = us_container_of(bk->unstable_objs.next, us_object, unstable_link);
-
-		while (!us_list_empty(&o->unstable)) {
-			us_buf *b = us_container_of(o->unstable.next, us_buf, link);
-
-			us__buf_unstable_unlink(b);
-			us__buf_set_state(b, US_BUF_DIRTY);
-			us__domain_event(o->domain, US_EV_COMMIT_LOST, 1);
-			n++;
-		}
-	}
+	/* Each object leaves the list with its last unstable buffer. */
+	while (!us_list_empty(&bk->unstable_objs))
+		n += redirty_unstable(
+			us_container_of(bk->unstable_objs.next, us_object, unstable_link));
 	us__unlock(bk->engine);
 	return clamp_count(n);
 }
 
 int us_object_commit_lost(us_object *o)
 {
-	uint64_t n = 0;
+	uint64_t n;
 
 	if (!o)
 		return -EINVAL;
@@ -191,14 +200,7 @@ int us_object_commit_lost(us_object *o)
 	 * o's commit slot (us__commit_retire()) once none is left that it
 	 * covers. */
 	o->loss_epoch++;
-	while (!us_list_empty(&o->unstable)) {
-		us_buf *b = us_container_of(o->unstable.next, us_buf, link);
-
-		us__buf_unstable_unlink(b);
-		us__buf_set_state(b, US_BUF_DIRTY);
-		us__domain_event(o->domain, US_EV_COMMIT_LOST, 1);
-		n++;
-	}
+	n = redirty_unstable(o);
 	us__kick(o->engine); /* the flushers write them again */
 	us__unlock(o->engine);
 	return clamp_count(n);
