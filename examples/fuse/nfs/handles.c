@@ -130,28 +130,39 @@ static struct nb_dirent *entry_new(struct ns_wait *w, const char *name, uint64_t
 	return d;
 }
 
+/*
+ * The entries of a reply are read through aligned copies: libnfs's decoder
+ * lays the list out at 4-byte alignment, and the entries hold 64-bit
+ * fields (fileid, cookie, the attributes' sizes and times).
+ */
+
 /* READDIR3's entries (a server without READDIRPLUS3): names only. */
 static void take_names(struct ns_wait *w, const READDIR3resok *ok)
 {
-	const entry3 *e;
+	const void *next = ok->reply.entries;
+	entry3 e;
 
 	memcpy(w->verf, ok->cookieverf, sizeof(w->verf));
 	w->eof = ok->reply.eof;
-	for (e = ok->reply.entries; e; e = e->nextentry)
-		if (!entry_new(w, e->name, e->fileid, e->cookie))
+	for (; next; next = e.nextentry) {
+		memcpy(&e, next, sizeof(e));
+		if (!entry_new(w, e.name, e.fileid, e.cookie))
 			return;
+	}
 }
 
 static void take_entries(struct ns_wait *w, const READDIRPLUS3resok *ok)
 {
-	const entryplus3 *e;
+	const void *next = ok->reply.entries;
+	entryplus3 ent, *e = &ent;
 
 	memcpy(w->verf, ok->cookieverf, sizeof(w->verf));
 	w->eof = ok->reply.eof;
-	for (e = ok->reply.entries; e; e = e->nextentry) {
-		struct nb_dirent *d = entry_new(w, e->name, e->fileid, e->cookie);
+	for (; next; next = ent.nextentry) {
+		struct nb_dirent *d;
 
-		if (!d)
+		memcpy(&ent, next, sizeof(ent));
+		if (!(d = entry_new(w, e->name, e->fileid, e->cookie)))
 			return;
 		if (e->name_attributes.attributes_follow) {
 			nfsb_st_from_fattr(&d->st, &e->name_attributes.post_op_attr_u.attributes);
