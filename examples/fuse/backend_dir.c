@@ -318,6 +318,7 @@ written:
 		res = US_WRITE_STABLE; /* wholly past the end: nothing to keep */
 	else
 		seq = atomic_fetch_add(&fs->seq, 1) + 1;
+	ufs_writeback_ending(ino);
 	for (i = 0; i < n; i++)
 		us_buf_write_done(bufs[i], res, seq, err);
 	ufs_writeback_done(ino);

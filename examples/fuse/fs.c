@@ -964,7 +964,12 @@ int ufs_engine_stop(struct ufs *fs)
 			struct ufs_inode *ino = fs->itable[i];
 
 			fs->itable[i] = ino->next;
-			/* Closed files: the time of their cached writes. */
+			/* Closed files: the time of their cached writes, once
+			 * the backend has reported the ends of their writes
+			 * (a write-back after the times moves them: they wait
+			 * again, ufs_writeback_ending()). */
+			if (fs->be->drain)
+				fs->be->drain(fs, ino->file);
 			attrs_closed(fs, ino);
 			ifree(fs, ino);
 		}
@@ -1142,8 +1147,9 @@ static void writeback_wait(struct ufs_inode *ino, us_buf *b)
 	ufs_mutex_unlock(&ino->wb_mutex, UFS_RANK_WB_MUTEX);
 }
 
-void ufs_writeback_done(struct ufs_inode *ino)
+void ufs_writeback_ending(struct ufs_inode *ino)
 {
+	atomic_fetch_add(&ino->wb_ends, 1);
 	/* Written after its times were given to the backing file: they wait
 	 * again, for the reaper, the next fsync, or the unmount. */
 	if (atomic_load(&ino->times_applied)) {
@@ -1156,6 +1162,10 @@ void ufs_writeback_done(struct ufs_inode *ino)
 		}
 		ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 	}
+}
+
+void ufs_writeback_done(struct ufs_inode *ino)
+{
 	ufs_mutex_lock(&ino->wb_mutex, UFS_RANK_WB_MUTEX);
 	pthread_cond_broadcast(&ino->wb_cond);
 	ufs_mutex_unlock(&ino->wb_mutex, UFS_RANK_WB_MUTEX);
@@ -2019,7 +2029,8 @@ static int inode_mode_of(struct ufs *fs, struct ufs_inode *ino)
 static int inode_times_of_locked(struct ufs *fs, struct ufs_inode *ino)
 {
 	struct timespec tv[2];
-	bool mset;
+	uint64_t ends = atomic_load(&ino->wb_ends);
+	bool mset, again = false;
 	mode_t mode;
 	int rc = 0;
 
@@ -2050,13 +2061,26 @@ static int inode_times_of_locked(struct ufs *fs, struct ufs_inode *ino)
 	ufs_rwlock_wrlock(&ino->data_lock, UFS_RANK_DATA);
 	/* A write since: its time is still to come. */
 	if (tv[1].tv_nsec != UTIME_OMIT && ts_eq(ino->mtime, tv[1])) {
+		bool was_set = ino->times_set;
+
 		ino->mtime.tv_sec = 0;
 		ino->times_set = false;
 		ino->applied_mtime = tv[1];
 		ino->applied_atime = tv[0];
 		atomic_store(&ino->times_applied, true);
+		/* A write-back that ended meanwhile (data written again after
+		 * a server's restart) may have reached the server after the
+		 * times, on another connection: they wait again. (One that
+		 * ends after this load sees times_applied:
+		 * ufs_writeback_done().) */
+		if (atomic_load(&ino->wb_ends) != ends) {
+			ino->mtime = tv[1];
+			ino->times_set = was_set;
+			atomic_store(&ino->times_applied, false);
+			again = true;
+		}
 	}
-	if (tv[0].tv_nsec != UTIME_OMIT && ts_eq(ino->atime, tv[0]))
+	if (tv[0].tv_nsec != UTIME_OMIT && ts_eq(ino->atime, tv[0]) && !again)
 		ino->atime.tv_nsec = UTIME_OMIT;
 	if (!ino->mtime.tv_sec)
 		ino->ctime.tv_sec = 0;

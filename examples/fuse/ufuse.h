@@ -289,6 +289,10 @@ struct ufs_inode {
 	 * (ufs_writeback_done()). Times under data_lock. */
 	atomic_bool times_applied;
 	struct timespec applied_atime, applied_mtime;
+	/* Write-backs ended (ufs_writeback_done()): one that ends while the
+	 * times are being given may reach the server after them, so they are
+	 * not taken as standing then, and are given again. */
+	_Atomic uint64_t wb_ends;
 	/* The file may have a set-user-ID bit that a write takes away (fs.c
 	 * privs_kill()). */
 	atomic_bool privs;
@@ -299,6 +303,11 @@ struct ufs_inode {
 	struct ufs_pmap pages; /* dirty pages of partly written chunks */
 };
 
+/* A write-back of ino's chunks ended on the backing file (reached it, or
+ * failed): called before its buffers are completed, so that times given
+ * to the backing file before it wait again while the chunks still show
+ * as being written (the reaper and the unmount give them after). */
+void ufs_writeback_ending(struct ufs_inode *ino);
 /* Wakes the writers waiting for a write-back of ino's chunks (a backend
  * with unlocked_writeback, once it completed a run's buffers). */
 void ufs_writeback_done(struct ufs_inode *ino);

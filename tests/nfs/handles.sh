@@ -54,17 +54,23 @@ echo three >"$m/d/x"
 [[ $(cat "$o/d/x") == three && ! -e $o/d/e ]] || fail "a new d after the rename"
 echo "a rename forgets the paths below it"
 
-# A create in a directory whose handle is cached: no LOOKUP3 walk.
+# A create in a directory whose handle is cached: no LOOKUP3 walk. The
+# calls are counted between two stats files, where the reaper may also
+# give a closed file (d/x) its times: the least of three creates counts.
 stat "$m/d2/e" >/dev/null
-stats_next "$WORK/stats"
-before=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
-: >"$m/d2/e/new"
-stats_next "$WORK/stats"
-after=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
-echo "a create in d2/e: $((after - before)) calls"
+least=
+for i in 1 2 3; do
+	stats_next "$WORK/stats"
+	before=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
+	: >"$m/d2/e/new$i"
+	stats_next "$WORK/stats"
+	after=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
+	[[ -z $least || $((after - before)) -lt $least ]] && least=$((after - before))
+done
+echo "a create in d2/e: $least calls (the least of three)"
 # (the name looked up and missing, the CREATE3, a GETATTR3 at most; a walk
 # from the root would add 2 LOOKUP3s)
-[[ $((after - before)) -le 3 ]] || fail "a create made $((after - before)) calls"
+[[ $least -le 3 ]] || fail "a create made $least calls"
 
 # A directory listed (READDIRPLUS3) answers the lookups of its names that
 # follow, and each removal gives its directory's attributes: 20 files the

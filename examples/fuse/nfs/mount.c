@@ -374,6 +374,7 @@ void nfsb_stats(struct ufs *fs, FILE *f)
 		"nfs_commits %llu\n"
 		"nfs_early_commits %llu\n"
 		"nfs_commit_errors %llu\n"
+		"nfs_commit_resends %llu\n"
 		"nfs_verifier_changes %llu\n"
 		"nfs_resent_bytes %llu\n"
 		"nfs_reconnects %llu\n"
@@ -396,6 +397,7 @@ void nfsb_stats(struct ufs *fs, FILE *f)
 		(unsigned long long)atomic_load(&nb->commits),
 		(unsigned long long)atomic_load(&nb->early_commits),
 		(unsigned long long)atomic_load(&nb->commit_errors),
+		(unsigned long long)atomic_load(&nb->commit_resends),
 		(unsigned long long)atomic_load(&nb->verf_changes),
 		(unsigned long long)(atomic_load(&nb->lost_bufs) * UFS_CHUNK_BYTES),
 		(unsigned long long)atomic_load(&nb->reconnects),

@@ -374,7 +374,7 @@ struct nb {
 
 	/* statistics (atomic: the stats thread reads them) */
 	atomic_uint_fast64_t writes, write_bytes, stable_replies, commits, verf_changes, lost_bufs,
-		reconnects, write_errors, commit_errors, reads, outage_ms, outage_last_ms,
+		reconnects, write_errors, commit_errors, commit_resends, reads, outage_ms, outage_last_ms,
 		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses, ns_rpcs, early_commits, ns_peak;
 	struct timespec down_since;
 };

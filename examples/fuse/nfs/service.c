@@ -95,7 +95,9 @@ static void commit_cb(struct rpc_context *rpc, int status, void *data, void *pri
 	(void)rpc;
 	r->status = nfsb_reply_status(status, status == RPC_STATUS_SUCCESS ? (int)res->status : 0);
 	if (r->status == -ENOTCONN && !nb->stop && !r->waited) {
-		/* Sent again once reconnected: still counted in flight. */
+		/* Sent again once reconnected (the connection went, or no
+		 * reply came in time): still counted in flight. */
+		atomic_fetch_add(&nb->commit_resends, 1);
 		r->next = nb->retry;
 		nb->retry = r;
 		return;
@@ -276,6 +278,9 @@ static void req_complete(struct nb *nb, struct req *r)
 	unsigned i;
 
 	if (r->kind == REQ_WRITE) {
+		/* (Taken before the completions: a chunk answered stable may
+		 * leave the object clean, destroyed at an unmount.) */
+		struct ufs_inode *ino = us_object_user(r->obj);
 		enum us_write_result res = US_WRITE_UNSTABLE;
 		uint64_t seq = 0;
 
@@ -302,6 +307,7 @@ static void req_complete(struct nb *nb, struct req *r)
 		/* The server's times and size of the file moved (not its
 		 * directory's). */
 		nfsb_ac_forget_file(nb, r->file->path);
+		ufs_writeback_ending(ino);
 		if (r->part)
 			nfsb_part_end(nb, r->bufs[0], r->part, res, r->status);
 		for (i = 0; !r->part && i < r->nbufs; i++)
@@ -309,7 +315,7 @@ static void req_complete(struct nb *nb, struct req *r)
 		if (seq && !r->part)
 			nfsb_early_commit(nb, r->file, r->obj, r->count);
 		/* Writers waiting to copy into these chunks (unlocked_writeback). */
-		ufs_writeback_done(us_object_user(r->obj));
+		ufs_writeback_done(ino);
 		/* Only now may the file be drained (its object destroyed, the
 		 * file closed): nothing of r's is used after this. */
 		ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
