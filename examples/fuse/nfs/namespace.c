@@ -68,14 +68,16 @@ static size_t ac_slot(const char *path, bool follow)
 }
 
 /* A cached answer for path: true with *rc (and *st); false with the
- * generation to give ac_put(). */
-static bool ac_get(struct nb *nb, const char *path, bool follow, struct stat *st, int *rc,
-		   uint64_t *gen)
+ * generation to give ac_put() (gen may be NULL). A hit or a miss counted
+ * when count. */
+static bool ac_lookup(struct nb *nb, const char *path, bool follow, struct stat *st, int *rc,
+		      uint64_t *gen, bool count)
 {
 	struct ac_ent *e;
 	bool hit = false;
 
-	*gen = 0;
+	if (gen)
+		*gen = 0;
 	if (!nb->ac)
 		return false;
 	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
@@ -86,10 +88,18 @@ static bool ac_get(struct nb *nb, const char *path, bool follow, struct stat *st
 		*st = e->st;
 		hit = true;
 	}
-	*gen = nb->ac_gen;
+	if (gen)
+		*gen = nb->ac_gen;
 	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
-	atomic_fetch_add(hit ? &nb->ac_hits : &nb->ac_misses, 1);
+	if (count)
+		atomic_fetch_add(hit ? &nb->ac_hits : &nb->ac_misses, 1);
 	return hit;
+}
+
+static bool ac_get(struct nb *nb, const char *path, bool follow, struct stat *st, int *rc,
+		   uint64_t *gen)
+{
+	return ac_lookup(nb, path, follow, st, rc, gen, true);
 }
 
 static void ac_put(struct nb *nb, const char *path, bool follow, int rc, const struct stat *st,
@@ -792,20 +802,9 @@ static int nfs_readdir_dir(struct ufs *fs, struct ufs_bfile *d, uint64_t off, uf
  * a miss: whether there are. */
 static bool ac_peek(struct nb *nb, const char *path, struct stat *st)
 {
-	struct ac_ent *e;
-	bool hit = false;
+	int rc;
 
-	if (!nb->ac)
-		return false;
-	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
-	e = &nb->ac[ac_slot(path, false)];
-	if (e->path && !e->follow && e->rc == 0 && strcmp(e->path, path) == 0 &&
-	    mono_ns() < e->until_ns) {
-		*st = e->st;
-		hit = true;
-	}
-	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
-	return hit;
+	return ac_lookup(nb, path, false, st, &rc, NULL, false) && rc == 0;
 }
 
 /*
