@@ -45,7 +45,11 @@ struct ufs_backend {
 	/* Its flush reads the chunks across its write without data_lock
 	 * (ufuse.h): a writer waits for a chunk's write-back to end before it
 	 * copies into it (fs.c writeback_wait()), and the flush calls
-	 * ufs_writeback_done() once its buffers are completed. */
+	 * ufs_writeback_done() once its buffers are completed. Every backend
+	 * calls ufs_writeback_ending() when a write of a file reached the
+	 * backing file, before it completes the write's buffers (times given
+	 * before it wait again); a report that may take the file's data_lock,
+	 * so a backend's drain must not be waited for under it. */
 	bool unlocked_writeback;
 	/* Its namespace calls are system calls on a local filesystem, which
 	 * do not wait long: the request loop serves them without handing the

@@ -780,6 +780,12 @@ static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 
 	wrlock(&ino->io_lock, UFS_RANK_IO);
 	wrlock(&ino->wb_lock, UFS_RANK_WB);
+	/* The backend's replies to the writes of the file reported first
+	 * (none is sent while wb_lock is held): the report of one may take
+	 * data_lock (ufs_writeback_ending()), and the backend's truncate
+	 * waits for them. */
+	if (fs->be->drain)
+		fs->be->drain(fs, ino->file);
 	wrlock(&ino->data_lock, UFS_RANK_DATA);
 	rc = fs->be->ftruncate(fs, ino->file, size);
 	if (rc == 0) {
@@ -2072,7 +2078,7 @@ static int inode_times_of_locked(struct ufs *fs, struct ufs_inode *ino)
 		 * a server's restart) may have reached the server after the
 		 * times, on another connection: they wait again. (One that
 		 * ends after this load sees times_applied:
-		 * ufs_writeback_done().) */
+		 * ufs_writeback_ending().) */
 		if (atomic_load(&ino->wb_ends) != ends) {
 			ino->mtime = tv[1];
 			ino->times_set = was_set;

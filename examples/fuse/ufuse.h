@@ -286,10 +286,10 @@ struct ufs_inode {
 	 * whether they still stand (no write since): a write-back after them
 	 * (the data written again when the server restarted or refused a
 	 * commit) moves the backing file's mtime, and they wait again
-	 * (ufs_writeback_done()). Times under data_lock. */
+	 * (ufs_writeback_ending()). Times under data_lock. */
 	atomic_bool times_applied;
 	struct timespec applied_atime, applied_mtime;
-	/* Write-backs ended (ufs_writeback_done()): one that ends while the
+	/* Write-backs ended (ufs_writeback_ending()): one that ends while the
 	 * times are being given may reach the server after them, so they are
 	 * not taken as standing then, and are given again. */
 	_Atomic uint64_t wb_ends;

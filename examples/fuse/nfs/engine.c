@@ -206,7 +206,6 @@ int nfsb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_
 		free(bits);
 	/* Writers waiting for chunks this flush completed here (failed, or
 	 * past the end). */
-	ufs_writeback_ending(ino);
 	ufs_writeback_done(ino);
 	return 0;
 }
