@@ -55,21 +55,25 @@ echo three >"$m/d/x"
 echo "a rename forgets the paths below it"
 
 # A create in a directory whose handle is cached: no LOOKUP3 walk. The
-# calls are counted between two stats files, where the reaper may also
-# give a closed file (d/x) its times: the least of three creates counts.
-stat "$m/d2/e" >/dev/null
+# calls are counted between two stats files; d/x is synced first, so that
+# the reaper has no times to give it then. Each try in a directory of its
+# own, made by the other client and looked up (stat) through the mount: the
+# least of three counts (what else may fall in a window only adds).
+sync "$m/d/x"
 least=
 for i in 1 2 3; do
-	stats_next "$WORK/stats"
+	mkdir -p "$o/d2/e/c$i"
+	stat "$m/d2/e/c$i" >/dev/null
+	stats_next "$WORK/stats" || fail "no stats file written"
 	before=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
-	: >"$m/d2/e/new$i"
-	stats_next "$WORK/stats"
+	: >"$m/d2/e/c$i/new"
+	stats_next "$WORK/stats" || fail "no stats file written"
 	after=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
 	[[ -z $least || $((after - before)) -lt $least ]] && least=$((after - before))
 done
-echo "a create in d2/e: $least calls (the least of three)"
+echo "a create in d2/e/cN: $least calls (the least of three)"
 # (the name looked up and missing, the CREATE3, a GETATTR3 at most; a walk
-# from the root would add 2 LOOKUP3s)
+# from the root would add 3 LOOKUP3s)
 [[ $least -le 3 ]] || fail "a create made $least calls"
 
 # A directory listed (READDIRPLUS3) answers the lookups of its names that
@@ -131,6 +135,42 @@ line=$(grep "COMMIT of .*lost: stale" "$WORK/h.log" | head -1)
 echo "a file removed by another client before its commit: stale COMMIT3 after $((SECONDS - t0)) s, its data written again and refused, the other files' left alone"
 sync "$m/keep"
 cmp "$WORK/keep.src" "$o/keep" || fail "keep on the server after the stale COMMIT3 of lost"
+
+# link, mknod (a FIFO; a regular file, refused when the name is taken),
+# readlink and statfs are raw calls on handles too, with their results; a
+# readlink and a statfs each make at least one raw call (counted in
+# nfs_handle_rpcs; libnfs's calls by path, before, were not).
+ln "$m/keep" "$m/keep2"
+mkfifo "$m/fifo"
+python3 -c 'import os, sys; os.mknod(sys.argv[1], 0o640)' "$m/node"
+python3 -c '
+import os, sys
+try:
+    os.mknod(sys.argv[1], 0o640)
+except FileExistsError:
+    sys.exit(0)
+sys.exit("mknod of a taken name succeeded")' "$m/node" || fail "mknod over node"
+[[ $(stat -c %h "$o/keep") == 2 ]] || fail "keep's links on the server: $(stat -c %h "$o/keep")"
+[[ $(stat -c %F "$o/fifo") == fifo ]] || fail "fifo on the server: $(stat -c %F "$o/fifo")"
+[[ $(stat -c '%F %a' "$o/node") == "regular empty file 640" ]] ||
+	fail "node on the server: $(stat -c '%F %a' "$o/node")"
+ln -s keep "$m/sl"
+stat "$m/sl" >/dev/null
+calls_of() { # calls_of CMD...: the raw calls CMD makes, between two stats files
+	local before after
+	stats_next "$WORK/stats" || fail "no stats file written"
+	before=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
+	"$@" >/dev/null
+	stats_next "$WORK/stats" || fail "no stats file written"
+	after=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
+	echo $((after - before))
+}
+[[ $(readlink "$m/sl") == keep ]] || fail "readlink sl: $(readlink "$m/sl")"
+[[ $(stat -f -c %l "$m") == 255 ]] || fail "statfs name_max $(stat -f -c %l "$m")"
+rl=$(calls_of readlink "$m/sl")
+sf=$(calls_of stat -f "$m")
+echo "link, mknod, readlink, statfs on handles: a readlink $rl raw call(s), a statfs $sf"
+[[ $rl -ge 1 && $sf -ge 1 ]] || fail "readlink $rl, statfs $sf raw calls"
 ufs_unmount other "$WORK/other"
 ufs_unmount h "$WORK/mnt"
 echo PASS

@@ -52,7 +52,12 @@ enum ns_proc {
 	NS_RMDIR,
 	NS_RENAME,
 	NS_READDIRPLUS,
-	NS_READDIR
+	NS_READDIR,
+	NS_LINK,
+	NS_READLINK,
+	NS_MKNOD,
+	NS_FSSTAT,
+	NS_ACCESS
 };
 
 /* A call's outcome. On the heap: a call given up on (the context failed)
@@ -72,6 +77,9 @@ struct ns_wait {
 	size_t nents, cap;
 	char verf[NFS3_COOKIEVERFSIZE];
 	bool eof;
+	char *target;	 /* READLINK3's (-ENOMEM in rc if it cannot be copied) */
+	FSSTAT3resok fs; /* FSSTAT3's */
+	uint32_t access; /* ACCESS3's */
 };
 
 static void take_fh(struct ns_wait *w, const post_op_fh3 *p)
@@ -249,6 +257,28 @@ static void ns_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 	case NS_READDIR:
 		take_names(w, &((READDIR3res *)data)->READDIR3res_u.resok);
 		break;
+	case NS_LINK:
+		take_attr(w, &((LINK3res *)data)->LINK3res_u.resok.file_attributes);
+		take_dir_attr(w, &((LINK3res *)data)->LINK3res_u.resok.linkdir_wcc.after);
+		break;
+	case NS_READLINK: {
+		const char *t = ((READLINK3res *)data)->READLINK3res_u.resok.data;
+
+		if (!(w->target = strdup(t ? t : "")))
+			w->rc = -ENOMEM;
+		break;
+	}
+	case NS_MKNOD:
+		take_fh(w, &((MKNOD3res *)data)->MKNOD3res_u.resok.obj);
+		take_attr(w, &((MKNOD3res *)data)->MKNOD3res_u.resok.obj_attributes);
+		take_dir_attr(w, &((MKNOD3res *)data)->MKNOD3res_u.resok.dir_wcc.after);
+		break;
+	case NS_FSSTAT:
+		w->fs = ((FSSTAT3res *)data)->FSSTAT3res_u.resok;
+		break;
+	case NS_ACCESS:
+		w->access = ((ACCESS3res *)data)->ACCESS3res_u.resok.access;
+		break;
 	}
 }
 
@@ -349,6 +379,16 @@ static int ns_send(struct rpc_context *rpc, struct ns_wait *w, void *args)
 		return rpc_nfs3_readdirplus_async(rpc, ns_cb, args, w);
 	case NS_READDIR:
 		return rpc_nfs3_readdir_async(rpc, ns_cb, args, w);
+	case NS_LINK:
+		return rpc_nfs3_link_async(rpc, ns_cb, args, w);
+	case NS_READLINK:
+		return rpc_nfs3_readlink_async(rpc, ns_cb, args, w);
+	case NS_MKNOD:
+		return rpc_nfs3_mknod_async(rpc, ns_cb, args, w);
+	case NS_FSSTAT:
+		return rpc_nfs3_fsstat_async(rpc, ns_cb, args, w);
+	case NS_ACCESS:
+		return rpc_nfs3_access_async(rpc, ns_cb, args, w);
 	}
 	return -1;
 }
@@ -851,6 +891,159 @@ int nfsb_rename(struct nb *nb, const char *from, const char *to)
 	fh3(&a.to.dir, &tdir);
 	a.to.name = tname;
 	return ns_status(nb, w, &a);
+}
+
+/* LINK3: the new name to of the file from, on from's handle and to's
+ * parent's. The caller forgets what the link changes. */
+int nfsb_link(struct nb *nb, const char *from, const char *to)
+{
+	struct nb_fh file, tdir;
+	char tname[NAME_MAX + 1];
+	struct ns_wait *w;
+	LINK3args a;
+	int rc;
+
+	if ((rc = nfsb_resolve(nb, from, &file, NULL, NULL)) ||
+	    (rc = parent_of(nb, to, &tdir, tname)))
+		return rc;
+	if (!(w = ns_new(NS_LINK)))
+		return -ENOMEM;
+	fh3(&a.file, &file);
+	fh3(&a.link.dir, &tdir);
+	a.link.name = tname;
+	return ns_status(nb, w, &a);
+}
+
+/* READLINK3 of the symbolic link path: its target into buf (size bytes,
+ * cut there and always terminated). */
+int nfsb_readlink(struct nb *nb, const char *path, char *buf, size_t size)
+{
+	struct nb_fh fh;
+	struct ns_wait *w;
+	READLINK3args a;
+	int rc;
+
+	if (size == 0)
+		return -EINVAL;
+	if ((rc = nfsb_resolve(nb, path, &fh, NULL, NULL)))
+		return rc;
+	if (!(w = ns_new(NS_READLINK)))
+		return -ENOMEM;
+	fh3(&a.symlink, &fh);
+	if ((rc = ns_call(nb, w, &a)))
+		return rc; /* w freed, or left to its context */
+	rc = w->rc;
+	if (rc == 0) {
+		size_t n = strlen(w->target);
+
+		if (n >= size)
+			n = size - 1;
+		memcpy(buf, w->target, n);
+		buf[n] = '\0';
+	}
+	free(w->target);
+	free(w);
+	return rc;
+}
+
+/* MKNOD3 of path: a FIFO, a socket, or a character or block device (rdev),
+ * with mode's permission bits. The caller forgets what it changes. */
+int nfsb_mknod(struct nb *nb, const char *path, mode_t mode, dev_t rdev)
+{
+	struct nb_fh parent;
+	char name[NAME_MAX + 1];
+	struct ns_wait *w;
+	MKNOD3args a;
+	sattr3 sa;
+	int rc;
+
+	memset(&a, 0, sizeof(a));
+	memset(&sa, 0, sizeof(sa));
+	sa.mode.set_it = 1;
+	sa.mode.set_mode3_u.mode = (mode3)(mode & 07777);
+	switch (mode & S_IFMT) {
+	case S_IFIFO:
+		a.what.type = NF3FIFO;
+		a.what.mknoddata3_u.pipe_attributes = sa;
+		break;
+	case S_IFSOCK:
+		a.what.type = NF3SOCK;
+		a.what.mknoddata3_u.sock_attributes = sa;
+		break;
+	case S_IFCHR:
+	case S_IFBLK: {
+		devicedata3 *dd = &a.what.mknoddata3_u.chr_device;
+
+		a.what.type = S_ISCHR(mode) ? NF3CHR : NF3BLK;
+		if (S_ISBLK(mode))
+			dd = &a.what.mknoddata3_u.blk_device;
+		dd->dev_attributes = sa;
+		dd->spec.specdata1 = major(rdev);
+		dd->spec.specdata2 = minor(rdev);
+		break;
+	}
+	default:
+		return -EINVAL; /* regular files and directories have their calls */
+	}
+	if ((rc = parent_of(nb, path, &parent, name)))
+		return rc;
+	if (!(w = ns_new(NS_MKNOD)))
+		return -ENOMEM;
+	fh3(&a.where.dir, &parent);
+	a.where.name = name;
+	return ns_status(nb, w, &a);
+}
+
+/* FSSTAT3 of the filesystem that holds path. */
+int nfsb_fsstat(struct nb *nb, const char *path, struct nb_fsstat *out)
+{
+	struct nb_fh fh;
+	struct ns_wait *w;
+	FSSTAT3args a;
+	int rc;
+
+	if ((rc = nfsb_resolve(nb, path, &fh, NULL, NULL)))
+		return rc;
+	if (!(w = ns_new(NS_FSSTAT)))
+		return -ENOMEM;
+	fh3(&a.fsroot, &fh);
+	if ((rc = ns_call(nb, w, &a)))
+		return rc; /* w freed, or left to its context */
+	rc = w->rc;
+	if (rc == 0) {
+		out->tbytes = w->fs.tbytes;
+		out->fbytes = w->fs.fbytes;
+		out->abytes = w->fs.abytes;
+		out->tfiles = w->fs.tfiles;
+		out->ffiles = w->fs.ffiles;
+		out->afiles = w->fs.afiles;
+	}
+	free(w);
+	return rc;
+}
+
+/* ACCESS3 of path for the bits asked (ACCESS3_READ...): those the server
+ * grants into *granted. */
+int nfsb_access(struct nb *nb, const char *path, uint32_t asked, uint32_t *granted)
+{
+	struct nb_fh fh;
+	struct ns_wait *w;
+	ACCESS3args a;
+	int rc;
+
+	if ((rc = nfsb_resolve(nb, path, &fh, NULL, NULL)))
+		return rc;
+	if (!(w = ns_new(NS_ACCESS)))
+		return -ENOMEM;
+	fh3(&a.object, &fh);
+	a.access = asked;
+	if ((rc = ns_call(nb, w, &a)))
+		return rc; /* w freed, or left to its context */
+	rc = w->rc;
+	if (rc == 0)
+		*granted = w->access;
+	free(w);
+	return rc;
 }
 
 /*

@@ -3,9 +3,11 @@
  * reopen, close, fstat, uncached reads and writes, setattr), directories,
  * names (lookup by stat, create, unlink, rename, link, symlink...), each a
  * synchronous call: the raw calls on handles on any free namespace context
- * (handles.c: also unlink, rmdir and rename, on the parents' handles),
- * libnfs's calls by path on the first one under ns_lock (a
- * symlink's on the namespace's own connection, conn.c); the attribute
+ * (handles.c: lookups, creates, setattrs, removes, renames, links, device
+ * nodes, link reads, listings, statfs and access), libnfs's call by path
+ * on the first one under ns_lock only for a stat that follows a symbolic
+ * link (a symlink's SYMLINK3 on the namespace's own connection, conn.c,
+ * under ns_lock too); the attribute
  * cache that answers stats by path; and the backend's table of operations
  * (ufs_backend_nfs).
  *
@@ -85,7 +87,8 @@ static bool ac_lookup(struct nb *nb, const char *path, bool follow, struct stat 
 	if (e->path && e->follow == follow && strcmp(e->path, path) == 0 &&
 	    mono_ns() < e->until_ns) {
 		*rc = e->rc;
-		*st = e->st;
+		if (e->rc == 0)
+			*st = e->st;
 		hit = true;
 	}
 	if (gen)
@@ -324,13 +327,6 @@ static void ns0_unlock(struct nb *nb)
 	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 }
 
-#define NS_BEGIN(fs)               \
-	struct nb *nb = nb_of(fs); \
-	int rc;                    \
-	ns0_lock(nb)
-#define NS_END()          \
-	ns0_unlock(nb);   \
-	return rc < 0 ? rc : 0
 
 static struct ufs_bfile *bfile_new(const char *rel)
 {
@@ -947,17 +943,33 @@ static int nfs_mkdir_path(struct ufs *fs, const char *rel, mode_t mode)
 	return rc;
 }
 
+/* One MKNOD3 (a FIFO, a socket, a device) on the parent's handle, on any
+ * namespace context; a regular file is a CREATE3 that fails if the name
+ * is taken, as mknod(2) does. */
 static int nfs_mknod_path(struct ufs *fs, const char *rel, mode_t mode, dev_t rdev)
 {
+	struct nb *nb = nb_of(fs);
 	char *p = abs_path(rel);
+	int rc;
 
 	if (!p)
 		return -ENOMEM;
-	NS_BEGIN(fs);
-	rc = nfs_mknod(nb->ns, p, (int)mode, (int)rdev);
-	nfsb_ac_forget(nb, p);
+	if (S_ISREG(mode) || !(mode & S_IFMT)) {
+		uint64_t gen = ac_gen_now(nb), now;
+		struct nb_fh fh;
+		struct stat st, pst;
+		bool have = false, have_pst = false;
+
+		WITH_HANDLE(nb, rc,
+			    nfsb_make(nb, p, false, true, mode, &fh, &st, &have, &pst, &have_pst));
+		ac_forget_put(nb, p, true, rc == 0 && have ? &st : NULL,
+			      rc == 0 && have_pst ? &pst : NULL, gen, &now);
+	} else {
+		WITH_HANDLE(nb, rc, nfsb_mknod(nb, p, mode, rdev));
+		nfsb_ac_forget(nb, p);
+	}
 	free(p);
-	NS_END();
+	return rc < 0 ? rc : 0;
 }
 
 /* On the namespace's connection, under ns_lock (not the first context's
@@ -979,17 +991,18 @@ static int nfs_symlink_path(struct ufs *fs, const char *target, const char *rel)
 	return rc < 0 ? rc : 0;
 }
 
+/* One READLINK3 on the link's handle, on any namespace context. */
 static int nfs_readlink_path(struct ufs *fs, const char *rel, char *buf, size_t size)
 {
+	struct nb *nb = nb_of(fs);
 	char *p = abs_path(rel);
+	int rc;
 
 	if (!p)
 		return -ENOMEM;
-	memset(buf, 0, size);
-	NS_BEGIN(fs);
-	rc = nfs_readlink(nb->ns, p, buf, (int)size - 1);
+	WITH_HANDLE(nb, rc, nfsb_readlink(nb, p, buf, size));
 	free(p);
-	NS_END();
+	return rc < 0 ? rc : 0;
 }
 
 static int nfs_rename_path(struct ufs *fs, const char *from, const char *to, unsigned flags)
@@ -1019,21 +1032,24 @@ static int nfs_rename_path(struct ufs *fs, const char *from, const char *to, uns
 	return rc < 0 ? rc : 0;
 }
 
+/* One LINK3 on the file's handle and the new name's parent's, on any
+ * namespace context. Every attribute goes (nlink, the directory's). */
 static int nfs_link_path(struct ufs *fs, const char *from, const char *to)
 {
+	struct nb *nb = nb_of(fs);
 	char *a = abs_path(from), *b = abs_path(to);
+	int rc;
 
 	if (!a || !b) {
 		free(a);
 		free(b);
 		return -ENOMEM;
 	}
-	NS_BEGIN(fs);
-	rc = nfs_link(nb->ns, a, b);
+	WITH_HANDLE(nb, rc, nfsb_link(nb, a, b));
 	nfsb_ac_clear(nb);
 	free(a);
 	free(b);
-	NS_END();
+	return rc < 0 ? rc : 0;
 }
 
 static int nfs_chmod_path(struct ufs *fs, const char *rel, mode_t mode)
@@ -1051,43 +1067,69 @@ static int nfs_utimens_path(struct ufs *fs, const char *rel, const struct timesp
 	SETATTR_PATH(sa_times, tv);
 }
 
+/* One FSSTAT3 on the path's handle, on any namespace context: sizes in
+ * blocks of 4 KiB, and the name length the server takes (PATHCONF3, at
+ * the mount). */
 static int nfs_statfs_path(struct ufs *fs, const char *rel, struct statvfs *st)
 {
-	struct nfs_statvfs_64 s;
+	const unsigned long bs = 4096;
+	struct nb *nb = nb_of(fs);
+	struct nb_fsstat s;
 	char *p = abs_path(rel);
+	int rc;
 
 	if (!p)
 		return -ENOMEM;
-	NS_BEGIN(fs);
-	rc = nfs_statvfs64(nb->ns, p, &s);
+	WITH_HANDLE(nb, rc, nfsb_fsstat(nb, p, &s));
 	free(p);
 	if (rc == 0) {
 		memset(st, 0, sizeof(*st));
-		st->f_bsize = s.f_bsize;
-		st->f_frsize = s.f_frsize ? s.f_frsize : s.f_bsize;
-		st->f_blocks = s.f_blocks;
-		st->f_bfree = s.f_bfree;
-		st->f_bavail = s.f_bavail;
-		st->f_files = s.f_files;
-		st->f_ffree = s.f_ffree;
-		st->f_favail = s.f_favail;
-		st->f_fsid = s.f_fsid;
-		st->f_flag = s.f_flag;
-		st->f_namemax = nb->name_max ? nb->name_max : s.f_namemax ? s.f_namemax : 255;
+		st->f_bsize = bs;
+		st->f_frsize = bs;
+		st->f_blocks = (fsblkcnt_t)(s.tbytes / bs);
+		st->f_bfree = (fsblkcnt_t)(s.fbytes / bs);
+		st->f_bavail = (fsblkcnt_t)(s.abytes / bs);
+		st->f_files = (fsfilcnt_t)s.tfiles;
+		st->f_ffree = (fsfilcnt_t)s.ffiles;
+		st->f_favail = (fsfilcnt_t)s.afiles;
+		st->f_namemax = nb->name_max ? nb->name_max : 255;
 	}
-	NS_END();
+	return rc < 0 ? rc : 0;
 }
 
+/* One ACCESS3 on the path's handle, on any namespace context: each bit of
+ * mask needs one of the rights that grant it (as the Linux client reads
+ * them); F_OK, that the name resolves. */
 static int nfs_access_path(struct ufs *fs, const char *rel, int mask)
 {
+	struct nb *nb = nb_of(fs);
+	uint32_t asked = 0, got = 0;
 	char *p = abs_path(rel);
+	int rc;
 
 	if (!p)
 		return -ENOMEM;
-	NS_BEGIN(fs);
-	rc = nfs_access(nb->ns, p, mask);
+	if (mask & R_OK)
+		asked |= ACCESS3_READ;
+	if (mask & W_OK)
+		asked |= ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE;
+	if (mask & X_OK)
+		asked |= ACCESS3_EXECUTE | ACCESS3_LOOKUP;
+	if (!asked) {
+		struct nb_fh fh;
+
+		WITH_HANDLE(nb, rc, nfsb_resolve(nb, p, &fh, NULL, NULL));
+	} else {
+		WITH_HANDLE(nb, rc, nfsb_access(nb, p, asked, &got));
+	}
 	free(p);
-	NS_END();
+	if (rc)
+		return rc < 0 ? rc : -EIO;
+	if (((mask & R_OK) && !(got & ACCESS3_READ)) ||
+	    ((mask & W_OK) && !(got & (ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE))) ||
+	    ((mask & X_OK) && !(got & (ACCESS3_EXECUTE | ACCESS3_LOOKUP))))
+		return -EACCES;
+	return 0;
 }
 
 const struct ufs_backend ufs_backend_nfs = {

@@ -463,6 +463,16 @@ int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
 int nfsb_symlink(struct nb *nb, const char *target, const char *path);
 int nfsb_remove(struct nb *nb, const char *path, bool dir, struct stat *pst, bool *have_pst);
 int nfsb_rename(struct nb *nb, const char *from, const char *to);
+int nfsb_link(struct nb *nb, const char *from, const char *to);
+int nfsb_readlink(struct nb *nb, const char *path, char *buf, size_t size);
+int nfsb_mknod(struct nb *nb, const char *path, mode_t mode, dev_t rdev);
+/* An FSSTAT3 reply's figures: bytes (total, free, free to the caller) and
+ * files (likewise). */
+struct nb_fsstat {
+	uint64_t tbytes, fbytes, abytes, tfiles, ffiles, afiles;
+};
+int nfsb_fsstat(struct nb *nb, const char *path, struct nb_fsstat *out);
+int nfsb_access(struct nb *nb, const char *path, uint32_t asked, uint32_t *granted);
 int nfsb_readdir(struct nb *nb, const char *path, struct nb_dirent **out, size_t *n);
 void nfsb_dirents_free(struct nb_dirent *ents, size_t n);
 
