@@ -136,39 +136,45 @@ echo "a file removed by another client before its commit: stale COMMIT3 after $(
 sync "$m/keep"
 cmp "$WORK/keep.src" "$o/keep" || fail "keep on the server after the stale COMMIT3 of lost"
 
-# link, mknod (a FIFO; a regular file, refused when the name is taken),
-# readlink and statfs are raw calls on handles too, with their results; a
-# readlink and a statfs each make at least one raw call (counted in
-# nfs_handle_rpcs; libnfs's calls by path, before, were not).
+# link, mknod (a FIFO, a character device; a regular file, which libfuse
+# sends as a create; refused when the name is taken), readlink and statfs
+# are raw calls on handles too, with their results; a readlink and a statfs
+# each make at least one raw call (counted in nfs_handle_rpcs; libnfs's
+# calls by path, before, were not).
 ln "$m/keep" "$m/keep2"
 mkfifo "$m/fifo"
+mknod "$m/cdev" c 259 70000
 python3 -c 'import os, sys; os.mknod(sys.argv[1], 0o640)' "$m/node"
+: >"$o/taken"
 python3 -c '
 import os, sys
 try:
-    os.mknod(sys.argv[1], 0o640)
+    os.mknod(sys.argv[1], 0o640 | 0o10000)
 except FileExistsError:
     sys.exit(0)
-sys.exit("mknod of a taken name succeeded")' "$m/node" || fail "mknod over node"
+sys.exit("mknod of a taken name succeeded")' "$m/taken" || fail "mknod over taken"
 [[ $(stat -c %h "$o/keep") == 2 ]] || fail "keep's links on the server: $(stat -c %h "$o/keep")"
 [[ $(stat -c %F "$o/fifo") == fifo ]] || fail "fifo on the server: $(stat -c %F "$o/fifo")"
+[[ $(stat -c '%F %t %T' "$o/cdev") == "character special file 103 11170" ]] ||
+	fail "cdev on the server: $(stat -c '%F %t %T' "$o/cdev")"
 [[ $(stat -c '%F %a' "$o/node") == "regular empty file 640" ]] ||
 	fail "node on the server: $(stat -c '%F %a' "$o/node")"
 ln -s keep "$m/sl"
 stat "$m/sl" >/dev/null
-calls_of() { # calls_of CMD...: the raw calls CMD makes, between two stats files
+calls() { # calls FILE CMD...: the raw calls CMD makes, between two stats files, into FILE
 	local before after
 	stats_next "$WORK/stats" || fail "no stats file written"
 	before=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
-	"$@" >/dev/null
+	"${@:2}" >/dev/null
 	stats_next "$WORK/stats" || fail "no stats file written"
 	after=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
-	echo $((after - before))
+	echo $((after - before)) >"$1"
 }
 [[ $(readlink "$m/sl") == keep ]] || fail "readlink sl: $(readlink "$m/sl")"
 [[ $(stat -f -c %l "$m") == 255 ]] || fail "statfs name_max $(stat -f -c %l "$m")"
-rl=$(calls_of readlink "$m/sl")
-sf=$(calls_of stat -f "$m")
+calls "$WORK/rl" readlink "$m/sl"
+calls "$WORK/sf" stat -f "$m"
+rl=$(cat "$WORK/rl") sf=$(cat "$WORK/sf")
 echo "link, mknod, readlink, statfs on handles: a readlink $rl raw call(s), a statfs $sf"
 [[ $rl -ge 1 && $sf -ge 1 ]] || fail "readlink $rl, statfs $sf raw calls"
 ufs_unmount other "$WORK/other"

@@ -812,10 +812,17 @@ int nfsb_make(struct nb *nb, const char *path, bool dir, bool excl, mode_t mode,
 		*fh = w->fh;
 		fh_put(nb, path, strlen(path), fh, gen);
 	} else if (rc == 0) {
-		/* No handle in the reply: looked up. */
+		/* No handle in the reply: looked up. The create is made: a
+		 * stale parent here is walked to from the root at once (an
+		 * -ESTALE returned would have the caller create it again,
+		 * and a GUARDED create then fail with EEXIST). */
 		rc = ns_lookup(nb, &parent, name, fh, st, have_st);
-		if (rc == 0)
+		if (rc == -ESTALE) {
+			nfsb_fh_clear(nb);
+			rc = nfsb_resolve(nb, path, fh, st, have_st);
+		} else if (rc == 0) {
 			fh_put(nb, path, strlen(path), fh, gen);
+		}
 	}
 	free(w);
 	return rc;

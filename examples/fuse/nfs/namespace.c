@@ -944,8 +944,9 @@ static int nfs_mkdir_path(struct ufs *fs, const char *rel, mode_t mode)
 }
 
 /* One MKNOD3 (a FIFO, a socket, a device) on the parent's handle, on any
- * namespace context; a regular file is a CREATE3 that fails if the name
- * is taken, as mknod(2) does. */
+ * namespace context. (libfuse sends a regular file's mknod as a create
+ * when there is one, as here: should one come, it is a CREATE3 that fails
+ * if the name is taken, as mknod(2) does.) */
 static int nfs_mknod_path(struct ufs *fs, const char *rel, mode_t mode, dev_t rdev)
 {
 	struct nb *nb = nb_of(fs);
@@ -1090,7 +1091,9 @@ static int nfs_statfs_path(struct ufs *fs, const char *rel, struct statvfs *st)
 		st->f_bfree = (fsblkcnt_t)(s.fbytes / bs);
 		st->f_bavail = (fsblkcnt_t)(s.abytes / bs);
 		st->f_files = (fsfilcnt_t)s.tfiles;
-		st->f_ffree = (fsfilcnt_t)s.ffiles;
+		/* The files the caller may still make, as the Linux client
+		 * reports them (FUSE carries no f_favail). */
+		st->f_ffree = (fsfilcnt_t)s.afiles;
 		st->f_favail = (fsfilcnt_t)s.afiles;
 		st->f_namemax = nb->name_max ? nb->name_max : 255;
 	}
@@ -1098,8 +1101,9 @@ static int nfs_statfs_path(struct ufs *fs, const char *rel, struct statvfs *st)
 }
 
 /* One ACCESS3 on the path's handle, on any namespace context: each bit of
- * mask needs one of the rights that grant it (as the Linux client reads
- * them); F_OK, that the name resolves. */
+ * mask needs one of the rights that grant it (as libnfs read them); F_OK,
+ * that the name resolves. (With default_permissions, main.c, the kernel
+ * checks permissions itself and does not ask.) */
 static int nfs_access_path(struct ufs *fs, const char *rel, int mask)
 {
 	struct nb *nb = nb_of(fs);
