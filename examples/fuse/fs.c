@@ -2111,15 +2111,29 @@ static int inode_times_of(struct ufs *fs, struct ufs_inode *ino)
 	return rc;
 }
 
-/* Explicit times replace those of the cached writes. */
-static void inode_times_set(struct ufs_inode *ino)
+/* Explicit times, given to the backing file at once, replace those of the
+ * cached writes. An explicit mtime (not UTIME_NOW or UTIME_OMIT) stands as
+ * given: should the file's data be written again afterwards (its unstable
+ * data after a server's restart), it is given again (ufs_writeback_ending()),
+ * as for the times given after a write-back. Without that, times set by
+ * path once the write-back was done (tar and cp -a, slower than the dirty
+ * expiry) were lost to the data written again. */
+static void inode_times_set(struct ufs_inode *ino, const struct timespec tv[2])
 {
+	bool stand = tv[1].tv_nsec != UTIME_NOW && tv[1].tv_nsec != UTIME_OMIT;
+
 	ufs_rwlock_wrlock(&ino->data_lock, UFS_RANK_DATA);
 	ino->mtime.tv_sec = 0;
 	ino->times_set = false;
 	ino->atime.tv_nsec = UTIME_OMIT;
 	ino->ctime.tv_sec = 0;
-	atomic_store(&ino->times_applied, false);
+	if (stand) {
+		ino->applied_mtime = tv[1];
+		ino->applied_atime = tv[0];
+		if (tv[0].tv_nsec == UTIME_NOW)
+			ino->applied_atime.tv_nsec = UTIME_OMIT;
+	}
+	atomic_store(&ino->times_applied, stand);
 	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 }
 
@@ -2338,7 +2352,7 @@ static int utimens_of(const char *path, const struct timespec tv[2], struct fuse
 	else if (!rc)
 		rc = fs->be->utimens(fs, rel(path), tv);
 	if (!rc && (ino || (h && h->ino)))
-		inode_times_set(ino ? ino : h->ino);
+		inode_times_set(ino ? ino : h->ino, tv);
 	if (ino)
 		inode_put(fs, ino);
 	return rc;

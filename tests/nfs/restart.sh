@@ -9,7 +9,8 @@
 # answered, which the test also removes from the exported file while the
 # server is down, as a crash would), and the exported file equals the
 # source; a small file whose time was set after writing keeps it through
-# the data written again. Prints the bytes written again and the time to recover.
+# the data written again, and so does one whose time was set after its
+# write-back. Prints the bytes written again and the time to recover.
 source "$(dirname "$0")/common.sh"
 SECONDS=0
 
@@ -62,6 +63,18 @@ for _ in $(seq 100); do
 	sleep 0.05
 done
 [[ $(stat -c %Y "$WORK/export/t") == "$want_t" ]] || fail "t's time not on the server after its write-back"
+# The same with the time set later (a copy slower than the dirty expiry):
+# t2 is written back and given its write's time first, its own time is
+# set on the server at once, and must be given again too.
+head -c 5000 "$WORK/src" >"$WORK/mnt/t2"
+for _ in $(seq 100); do
+	[[ $(stat -c %s "$WORK/export/t2" 2>/dev/null) == 5000 ]] && break
+	sleep 0.05
+done
+[[ $(stat -c %s "$WORK/export/t2") == 5000 ]] || fail "t2 not written back in 5 s"
+sleep 0.5 # the reaper gives it its write's time meanwhile (a round every 100 ms)
+touch -d '2001-02-03 04:05:06' "$WORK/mnt/t2"
+[[ $(stat -c %Y "$WORK/export/t2") == "$want_t" ]] || fail "t2's time not on the server at once"
 # The last MiB is written back (dirty expiry) as WRITE3 UNSTABLE and, under
 # every threshold, left uncommitted: wait until a stats file written after
 # the pause shows it, and nothing dirty or in writeback.
@@ -108,6 +121,8 @@ ufs_unmount rs "$WORK/mnt"
 cmp -n 5000 "$WORK/src" "$WORK/export/t" || fail "t differs on the server"
 [[ $(stat -c %Y "$WORK/export/t") == "$want_t" ]] ||
 	fail "t's time lost when its data was written again: $(stat -c %y "$WORK/export/t")"
+[[ $(stat -c %Y "$WORK/export/t2") == "$want_t" ]] ||
+	fail "t2's time lost when its data was written again: $(stat -c %y "$WORK/export/t2")"
 printf 'restart: server down %.2f s (killed, a stats file, started again); the client reconnected after %s ms\n' \
 	"$(echo "$t1 - $t0" | bc)" "$outage"
 printf 'restart: %s verifier change(s), %s bytes written again; the rest written and fsync()ed %.2f s after the restart\n' \
