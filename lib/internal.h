@@ -544,6 +544,11 @@ struct us_object {
 	 * last pace estimate: the bytes it dirtied and the time it waited. */
 	struct us_list rl_link;
 	uint64_t rl_bytes, rl_wait_ns;
+	/* What its pace is multiplied by (0: 1), moved at each estimate
+	 * toward the rate its held siblings got (wb.c ratelimit_update()). */
+	double fair;
+	double rl_avg;	   /* its bytes per estimate, a moving average */
+	uint64_t rl_block; /* the most it dirtied at once */
 	/* Its writer's virtual time: each byte it dirtied moves it on by the
 	 * time that byte takes at its context's ratelimit, from now if it is
 	 * behind (wb.c); its place among waiters (turn.c). */

@@ -638,6 +638,12 @@ static bool short_cycle(const us_object *o)
 	       (double)o->engine->min_pause_ns;
 }
 
+/* The writer's pace multiplier (wb.c fair_update()). */
+static double fair_of(const us_object *o)
+{
+	return o->fair > 0 ? o->fair : 1.0;
+}
+
 static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake)
 {
 	struct throttle t = THROTTLE_INIT;
@@ -706,7 +712,8 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 		 * position ratio of 1): when the gate opens, writers of
 		 * smaller blocks go before a writer of a large one. */
 		if (bytes)
-			pace_add(o, now, pace_cost(bytes, (double)us__wb_ratelimit(o->wb)), bw);
+			pace_add(o, now, pace_cost(bytes, (double)us__wb_ratelimit(o->wb) * fair_of(o)),
+				 bw);
 		*pause_ns = pause;
 		return -EAGAIN;
 	}
@@ -739,7 +746,8 @@ static int throttle(us_object *o, uint64_t bytes, uint64_t *pause_ns, bool *wake
 
 			pos = fill > pos ? fill : pos;
 		}
-		pace_add(o, now, pace_cost(bytes, (double)us__wb_ratelimit(o->wb) * pos), bw);
+		pace_add(o, now,
+			 pace_cost(bytes, (double)us__wb_ratelimit(o->wb) * pos * fair_of(o)), bw);
 	}
 	owed = o->pace_ns > now ? o->pace_ns - now : 0;
 	if (owed < min_pause(o, floor)) {

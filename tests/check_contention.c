@@ -185,9 +185,12 @@ END_TEST
  * 2 writers with 4 s commits at 10x must not stall past 500 ms: they wait
  * for nothing while the first commit is in flight (its age sizes the
  * pipeline: 1.9 s stalls before). The Jain index over every window of 2 s
- * in which some writer progressed is 0.99 or more but at the point of
- * window_open[] (docs/guide.md says why); a window in which none did
- * is all stalls, which the stall bound covers. While the lock-free first
+ * in which some writer progressed is 0.99 or more at every point; a window
+ * in which none did is all stalls, which the stall bound covers. 4
+ * writers with 1 ms commits at 10x had 0.971 before a writer's pace was
+ * corrected by what its held siblings got (wb.c fair_update()): the
+ * writer of 1 MiB blocks, each priced at the position ratio after it,
+ * got 0.69 of the others' rate in some windows. While the lock-free first
  * dirtying served writers that the engine held beside others of their
  * context, 16 writers with 1 s commits at 2x had 0.985 and 64 with 4 s
  * commits 0.955 (a threshold that rose let some dirty up to 20 MiB in a
@@ -209,14 +212,6 @@ END_TEST
 static const int grid_n[] = { 2, 4, 16, 64 };
 static const uint64_t grid_clat_ms[] = { 1, 20, 200, 1000, 4000 };
 static const uint64_t grid_mult[] = { 2, 10, 100 };
-
-/* Where a window of 2 s is below 0.99 today: writers, C (ms), multiple. */
-static const struct {
-	int n;
-	uint64_t clat_ms, mult;
-} window_open[] = {
-	{ 4, 1, 10 },
-};
 
 #define GRID_POINTS 60
 
@@ -296,12 +291,7 @@ START_TEST(test_writers_share)
 	ck_assert_msg(fabs(r.jain - sum * sum / ((double)n * sum2)) < 1e-3, "Jain recomputed");
 	ck_assert_msg(stall <= lim, "stall %.0f ms", (double)stall / 1e6);
 	ck_assert_msg(thr >= 0.9, "%.3f of the bound", thr);
-	for (i = 0; i < (int)(sizeof(window_open) / sizeof(window_open[0])); i++)
-		if (window_open[i].n == n && window_open[i].clat_ms == clat_ms &&
-		    window_open[i].mult == mult)
-			break;
-	if (i == (int)(sizeof(window_open) / sizeof(window_open[0])))
-		ck_assert_msg(r.jain_window >= 0.99, "Jain %.4f over a window", r.jain_window);
+	ck_assert_msg(r.jain_window >= 0.99, "Jain %.4f over a window", r.jain_window);
 	sim_result_free(&r);
 	sim_config_free(&cfg);
 }
@@ -444,6 +434,10 @@ END_TEST
  * context's turn on the backend is a whole share, not what room happened to
  * be free when its turn came (before, 48 of 99 neighbours finished out of
  * order, one a whole second after the writer that started 10 ms later).
+ * So do the writers of one domain: a writer's pace correction starts at
+ * its siblings' mean (wb.c fair_update()); before there was one, a writer
+ * ended 30 ms after the one that started 50 ms after it, and while a new
+ * writer's first part interval counted as slow, 580 ms.
  */
 START_TEST(test_staggered)
 {
@@ -488,8 +482,7 @@ START_TEST(test_staggered)
 	fprintf(stderr, "staggered %s: longest stall %.0f ms, finish order: lead lost %.1f ms\n",
 		_i == 0 ? "domains" : "writers", (double)stall / 1e6, (double)lead_lost / 1e6);
 	ck_assert_uint_le(stall, 300 * MS);
-	if (_i == 0)
-		ck_assert_uint_le(lead_lost, MS);
+	ck_assert_uint_le(lead_lost, MS);
 	sim_result_free(&r);
 	sim_config_free(&c);
 }
