@@ -194,6 +194,16 @@ void nfsb_dirents_free(struct nb_dirent *ents, size_t n)
 	free(ents);
 }
 
+/* What a CREATE3, MKDIR3 or MKNOD3 made: its handle and attributes, and
+ * its directory's attributes after it. */
+static void take_made(struct ns_wait *w, const post_op_fh3 *fh, const post_op_attr *a,
+		      const wcc_data *dir)
+{
+	take_fh(w, fh);
+	take_attr(w, a);
+	take_dir_attr(w, &dir->after);
+}
+
 static void ns_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 {
 	struct ns_wait *w = priv;
@@ -233,16 +243,18 @@ static void ns_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 		take_attr(w, &ok->obj_attributes);
 		break;
 	}
-	case NS_CREATE:
-		take_fh(w, &((CREATE3res *)data)->CREATE3res_u.resok.obj);
-		take_attr(w, &((CREATE3res *)data)->CREATE3res_u.resok.obj_attributes);
-		take_dir_attr(w, &((CREATE3res *)data)->CREATE3res_u.resok.dir_wcc.after);
+	case NS_CREATE: {
+		CREATE3resok *ok = &((CREATE3res *)data)->CREATE3res_u.resok;
+
+		take_made(w, &ok->obj, &ok->obj_attributes, &ok->dir_wcc);
 		break;
-	case NS_MKDIR:
-		take_fh(w, &((MKDIR3res *)data)->MKDIR3res_u.resok.obj);
-		take_attr(w, &((MKDIR3res *)data)->MKDIR3res_u.resok.obj_attributes);
-		take_dir_attr(w, &((MKDIR3res *)data)->MKDIR3res_u.resok.dir_wcc.after);
+	}
+	case NS_MKDIR: {
+		MKDIR3resok *ok = &((MKDIR3res *)data)->MKDIR3res_u.resok;
+
+		take_made(w, &ok->obj, &ok->obj_attributes, &ok->dir_wcc);
 		break;
+	}
 	case NS_REMOVE:
 		take_dir_attr(w, &((REMOVE3res *)data)->REMOVE3res_u.resok.dir_wcc.after);
 		break;
@@ -268,11 +280,12 @@ static void ns_cb(struct rpc_context *rpc, int status, void *data, void *priv)
 			w->rc = -ENOMEM;
 		break;
 	}
-	case NS_MKNOD:
-		take_fh(w, &((MKNOD3res *)data)->MKNOD3res_u.resok.obj);
-		take_attr(w, &((MKNOD3res *)data)->MKNOD3res_u.resok.obj_attributes);
-		take_dir_attr(w, &((MKNOD3res *)data)->MKNOD3res_u.resok.dir_wcc.after);
+	case NS_MKNOD: {
+		MKNOD3resok *ok = &((MKNOD3res *)data)->MKNOD3res_u.resok;
+
+		take_made(w, &ok->obj, &ok->obj_attributes, &ok->dir_wcc);
 		break;
+	}
 	case NS_FSSTAT:
 		w->fs = ((FSSTAT3res *)data)->FSSTAT3res_u.resok;
 		break;
@@ -921,24 +934,39 @@ int nfsb_link(struct nb *nb, const char *from, const char *to)
 	return ns_status(nb, w, &a);
 }
 
+/* The call proc with args on the handle of path (resolved, cached), whose
+ * place in args is obj: its outcome into *out (0 returned: free it), or a
+ * negative errno (nothing to free: w freed, or left to its context). */
+static int call_on_path(struct nb *nb, const char *path, enum ns_proc proc, void *args,
+			nfs_fh3 *obj, struct ns_wait **out)
+{
+	struct nb_fh fh;
+	struct ns_wait *w;
+	int rc;
+
+	if ((rc = nfsb_resolve(nb, path, &fh, NULL, NULL)))
+		return rc;
+	if (!(w = ns_new(proc)))
+		return -ENOMEM;
+	fh3(obj, &fh);
+	if ((rc = ns_call(nb, w, args)))
+		return rc;
+	*out = w;
+	return 0;
+}
+
 /* READLINK3 of the symbolic link path: its target into buf (size bytes,
  * cut there and always terminated). */
 int nfsb_readlink(struct nb *nb, const char *path, char *buf, size_t size)
 {
-	struct nb_fh fh;
 	struct ns_wait *w;
 	READLINK3args a;
 	int rc;
 
 	if (size == 0)
 		return -EINVAL;
-	if ((rc = nfsb_resolve(nb, path, &fh, NULL, NULL)))
+	if ((rc = call_on_path(nb, path, NS_READLINK, &a, &a.symlink, &w)))
 		return rc;
-	if (!(w = ns_new(NS_READLINK)))
-		return -ENOMEM;
-	fh3(&a.symlink, &fh);
-	if ((rc = ns_call(nb, w, &a)))
-		return rc; /* w freed, or left to its context */
 	rc = w->rc;
 	if (rc == 0) {
 		size_t n = strlen(w->target);
@@ -1004,18 +1032,12 @@ int nfsb_mknod(struct nb *nb, const char *path, mode_t mode, dev_t rdev)
 /* FSSTAT3 of the filesystem that holds path. */
 int nfsb_fsstat(struct nb *nb, const char *path, struct nb_fsstat *out)
 {
-	struct nb_fh fh;
 	struct ns_wait *w;
 	FSSTAT3args a;
 	int rc;
 
-	if ((rc = nfsb_resolve(nb, path, &fh, NULL, NULL)))
+	if ((rc = call_on_path(nb, path, NS_FSSTAT, &a, &a.fsroot, &w)))
 		return rc;
-	if (!(w = ns_new(NS_FSSTAT)))
-		return -ENOMEM;
-	fh3(&a.fsroot, &fh);
-	if ((rc = ns_call(nb, w, &a)))
-		return rc; /* w freed, or left to its context */
 	rc = w->rc;
 	if (rc == 0) {
 		out->tbytes = w->fs.tbytes;
@@ -1033,19 +1055,13 @@ int nfsb_fsstat(struct nb *nb, const char *path, struct nb_fsstat *out)
  * grants into *granted. */
 int nfsb_access(struct nb *nb, const char *path, uint32_t asked, uint32_t *granted)
 {
-	struct nb_fh fh;
 	struct ns_wait *w;
 	ACCESS3args a;
 	int rc;
 
-	if ((rc = nfsb_resolve(nb, path, &fh, NULL, NULL)))
-		return rc;
-	if (!(w = ns_new(NS_ACCESS)))
-		return -ENOMEM;
-	fh3(&a.object, &fh);
 	a.access = asked;
-	if ((rc = ns_call(nb, w, &a)))
-		return rc; /* w freed, or left to its context */
+	if ((rc = call_on_path(nb, path, NS_ACCESS, &a, &a.object, &w)))
+		return rc;
 	rc = w->rc;
 	if (rc == 0)
 		*granted = w->access;
