@@ -453,6 +453,7 @@ struct us_wb {
 	uint64_t ratelimit, rl_stamp_ns;
 	struct us_list rl_writers;
 	uint64_t rl_nwriters;
+	uint64_t rl_samples; /* estimates made */
 
 	struct us_list bk_link;	   /* backend->wbs */
 	struct us_list dom_link;   /* domain->wbs */
@@ -547,8 +548,9 @@ struct us_object {
 	/* What its pace is multiplied by (0: 1), moved at each estimate
 	 * toward the rate its held siblings got (wb.c ratelimit_update()). */
 	double fair;
-	double rl_avg;	   /* its bytes per estimate, a moving average */
-	uint64_t rl_block; /* the most it dirtied at once */
+	double rl_avg;	    /* its bytes per estimate, a moving average */
+	uint64_t rl_block;  /* the most it dirtied at once */
+	uint64_t rl_sample; /* the context's estimate it was last counted in */
 	/* Its writer's virtual time: each byte it dirtied moves it on by the
 	 * time that byte takes at its context's ratelimit, from now if it is
 	 * behind (wb.c); its place among waiters (turn.c). */
