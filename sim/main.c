@@ -345,9 +345,10 @@ static void json_run(const struct sim_config *c, const struct sim_result *r, con
 	       (unsigned long long)backend_bw(c), utilisation(c, r));
 	if (!m->realtime)
 		printf(",\"jain_window\":%.4f,\"window_s\":%.1f,\"windows\":%llu,"
-		       "\"idle_windows\":%llu",
+		       "\"idle_windows\":%llu,\"window_spread_blocks\":%.2f,\"unfair_windows\":%llu",
 		       r->jain_window, (double)r->window_ns / 1e9, (unsigned long long)r->nwindows,
-		       (unsigned long long)r->idle_windows);
+		       (unsigned long long)r->idle_windows, r->window_spread,
+		       (unsigned long long)r->unfair_windows);
 	/* In real time virtual_seconds is the writers' real time. */
 	if (m->realtime) {
 		printf(",\"mode\":\"realtime\",\"backend\":\"%s\",\"peak_rss\":%llu,"
@@ -1373,6 +1374,10 @@ static void print_run(const struct sim_config *c, const struct sim_result *r, co
 		       "writers or more throughout, %llu of them without progress for any)\n",
 		       (double)r->window_ns / 1e9, r->jain_window, (unsigned long long)r->nwindows,
 		       (unsigned long long)r->idle_windows);
+	if (!m->realtime && r->window_spread > 0)
+		printf("Windows under 0.99: their writers' bytes %.2f blocks apart at most "
+		       "(%llu more than two)\n",
+		       r->window_spread, (unsigned long long)r->unfair_windows);
 }
 
 int main(int argc, char **argv)

@@ -326,6 +326,16 @@ static void stall_end(struct wstate *x, uint64_t now)
  * result keeps the smallest over the windows with at least two of them. A
  * window in which none of them progressed is counted apart (*idle): its
  * shares are all equal, at zero.
+ *
+ * A block is dirtied at one instant, so a window holds whole blocks: where
+ * the writers progress by a few blocks each in it (the windows in which a
+ * long commit stops or starts them), one block more or less for one of
+ * them is a Jain index far under 0.99 whatever the order of service. Such
+ * a window is measured in blocks too: *spread is the largest difference
+ * between two writers' bytes in it, in the largest block of its writers,
+ * over the windows under 0.99; *unfair counts those in which that is more
+ * than two blocks (a writer served in turn may have one block in the
+ * window before and one in the window after its siblings' blocks).
  */
 static void window_add(struct wstate *x, uint64_t now, uint64_t window_ns, uint64_t bytes)
 {
@@ -345,19 +355,20 @@ static void window_add(struct wstate *x, uint64_t now, uint64_t window_ns, uint6
 }
 
 static double windows_jain(const struct sim_config *c, const struct wstate *w, uint64_t window_ns,
-			   uint64_t *nwindows, uint64_t *idle)
+			   uint64_t *nwindows, uint64_t *idle, double *spread, uint64_t *unfair)
 {
 	double worst = 1;
 	size_t k, last = 0;
 	int i;
 
-	*nwindows = *idle = 0;
+	*nwindows = *idle = *unfair = 0;
+	*spread = 0;
 	for (i = 0; i < c->nwr; i++)
 		if (w[i].nwin > last)
 			last = w[i].nwin;
 	for (k = 0; k < last; k++) {
 		uint64_t lo = k * window_ns, hi = lo + window_ns;
-		double sum = 0, sq = 0;
+		double sum = 0, sq = 0, lo_b = 0, hi_b = 0, bs = 0, j;
 		int n = 0;
 
 		for (i = 0; i < c->nwr; i++) {
@@ -366,6 +377,12 @@ static double windows_jain(const struct sim_config *c, const struct wstate *w, u
 			if (c->wr[i].start_ns > lo || w[i].done_ns < hi)
 				continue;
 			b = k < w[i].nwin ? (double)w[i].win[k] : 0;
+			if (!n || b < lo_b)
+				lo_b = b;
+			if (!n || b > hi_b)
+				hi_b = b;
+			if ((double)c->wr[i].bs > bs)
+				bs = (double)c->wr[i].bs;
 			sum += b;
 			sq += b * b;
 			n++;
@@ -373,10 +390,21 @@ static double windows_jain(const struct sim_config *c, const struct wstate *w, u
 		if (n < 2)
 			continue;
 		(*nwindows)++;
-		if (sq == 0)
+		if (sq == 0) {
 			(*idle)++;
-		else if (sum * sum / (n * sq) < worst)
-			worst = sum * sum / (n * sq);
+			continue;
+		}
+		j = sum * sum / (n * sq);
+		if (j < worst)
+			worst = j;
+		if (j < 0.99) {
+			double blocks = (hi_b - lo_b) / (bs > 0 ? bs : 1);
+
+			if (blocks > *spread)
+				*spread = blocks;
+			if (blocks > 2)
+				(*unfair)++;
+		}
 	}
 	return worst;
 }
@@ -1119,7 +1147,8 @@ static void run_results(struct run *s)
 		}
 	}
 	sim_result_fill(r, c, s->dom, s->bks, s->nsrv, s->dom_commits, s->flushes, server_commits);
-	r->jain_window = windows_jain(c, s->w, r->window_ns, &r->nwindows, &r->idle_windows);
+	r->jain_window = windows_jain(c, s->w, r->window_ns, &r->nwindows, &r->idle_windows,
+				       &r->window_spread, &r->unfair_windows);
 	/* The backends' part: what they wrote over the whole run. */
 	r->backend_bytes = 0;
 	for (j = 0; j < (size_t)s->nsrv; j++) {

@@ -159,6 +159,13 @@ struct sim_result {
 	 * idle_windows instead. */
 	double jain_window;
 	uint64_t window_ns, nwindows, idle_windows;
+	/* Of the windows under 0.99: the largest difference between two of
+	 * their writers' bytes, in the largest block of the window's writers
+	 * (window_spread), and how many differ by more than two such blocks
+	 * (unfair_windows). A window holds whole blocks: where writers
+	 * progress by a few each, one block is a Jain index under 0.99. */
+	double window_spread;
+	uint64_t unfair_windows;
 	/* Virtual time: the bytes the backend wrote (flushed) in the whole run,
 	 * final sync included, and that run's length. */
 	uint64_t backend_bytes, run_ns;

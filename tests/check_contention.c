@@ -155,7 +155,8 @@ END_TEST
  * (bench/contention-sweep, which prints the same figures for runs three
  * times as long): N = 2, 4, 16, 64; commit latency C = 1 ms, 20 ms, 200
  * ms, 1 s, 4 s; max 2x, 10x and 100x bandwidth x C, the bandwidth 1 GiB/s
- * or less where the max would pass 1 GiB (bw = 1 GiB / (multiple x C)).
+ * or less where the max would pass 1 GiB (bw = 1 GiB / (multiple x C));
+ * then the same with 10 s commits, beyond the grid.
  * Block sizes 4 KiB, 64 KiB and 1 MiB in turn, each at most max / 2N (N
  * blocks fit), at most what a writer's share of the link moves in a
  * quarter of the stall target (one block at the fair share is not itself a
@@ -196,6 +197,20 @@ END_TEST
  * commits 0.955 (a threshold that rose let some dirty up to 20 MiB in a
  * tenth of a second unpaced); before the windows counted twenty blocks of
  * each writer, 16 points were under 0.99.
+ * With 10 s commits every target but the windows' index holds (Jain
+ * 1.0000 over the run, stalls of 7.6 s at most against 20, 0.976 of the
+ * bound or more); 4, 16 and 64 writers at 2x have 0.92 to 0.99 over a
+ * window, and 64 at 100x 0.989. Those are the windows in which a commit
+ * stops or starts the writers (at 2x a max holds two commits' batches:
+ * the writers wait most of the 10 s for each) and those with writers of
+ * 4 KiB blocks only, eight of them a window: each writer progresses by a
+ * few blocks there, and one block more for one writer is an index far
+ * under 0.99 whatever the order. Asserted there, and at every point: no
+ * window whose writers' bytes differ by more than two of their largest
+ * block (sim/run.c windows_jain()). While the pace correction applied to
+ * the writers of small blocks alone where a sample holds few of the
+ * large ones, 16 and 64 writers at 2x had 0.927 and 0.919, and 64 at 10x
+ * a window 2.75 blocks apart.
  *
  * Before the writers' pace and virtual time: Jain 0.66 to 0.70 with mixed
  * blocks; before writers held by the order alone stopped taking a place in
@@ -210,18 +225,18 @@ END_TEST
  * at 10x stalled 407 ms.
  */
 static const int grid_n[] = { 2, 4, 16, 64 };
-static const uint64_t grid_clat_ms[] = { 1, 20, 200, 1000, 4000 };
+static const uint64_t grid_clat_ms[] = { 1, 20, 200, 1000, 4000, 10000 };
 static const uint64_t grid_mult[] = { 2, 10, 100 };
 
-#define GRID_POINTS 60
+#define GRID_POINTS 72
 
 START_TEST(test_writers_share)
 {
 	static const uint64_t bss[] = { 4096, 65536, 1 << 20 };
 	static char spec[70][96];
 	const char *specs[72];
-	const int n = grid_n[_i / 15];
-	const uint64_t clat_ms = grid_clat_ms[_i / 3 % 5], mult = grid_mult[_i % 3];
+	const int n = grid_n[_i / 18];
+	const uint64_t clat_ms = grid_clat_ms[_i / 3 % 6], mult = grid_mult[_i % 3];
 	const double fit = 1024.0 * 1000.0 / (double)(mult * clat_ms);
 	const uint64_t bw_mib = fit >= 1024 ? 1024 : fit < 1 ? 1 : (uint64_t)fit;
 	const uint64_t bw = bw_mib << 20, c = clat_ms * MS, len = clat_ms >= 1000 ? 12 : 4;
@@ -280,10 +295,11 @@ START_TEST(test_writers_share)
 	}
 	thr = (double)total * SEC / end / bound;
 	fprintf(stderr,
-		"%d writers, %llu MiB/s, commits %llu ms, max %llux: Jain %.4f (windows %.4f), "
+		"%d writers, %llu MiB/s, commits %llu ms, max %llux: Jain %.4f (windows %.4f, "
+		"%.2f blocks apart), "
 		"longest stall %.0f ms (bound %.0f), %.3f of the bound (%.3f of min(bw, max / 2C))\n",
 		n, (unsigned long long)bw_mib, (unsigned long long)clat_ms,
-		(unsigned long long)mult, r.jain, r.jain_window, (double)stall / 1e6,
+		(unsigned long long)mult, r.jain, r.jain_window, r.window_spread, (double)stall / 1e6,
 		(double)lim / 1e6, thr,
 		(double)total * SEC / end /
 			fmin((double)bw, (double)max * SEC / (2.0 * (double)c)));
@@ -291,7 +307,10 @@ START_TEST(test_writers_share)
 	ck_assert_msg(fabs(r.jain - sum * sum / ((double)n * sum2)) < 1e-3, "Jain recomputed");
 	ck_assert_msg(stall <= lim, "stall %.0f ms", (double)stall / 1e6);
 	ck_assert_msg(thr >= 0.9, "%.3f of the bound", thr);
-	ck_assert_msg(r.jain_window >= 0.99, "Jain %.4f over a window", r.jain_window);
+	if (clat_ms <= 4000)
+		ck_assert_msg(r.jain_window >= 0.99, "Jain %.4f over a window", r.jain_window);
+	ck_assert_msg(r.unfair_windows == 0, "%llu windows %.2f blocks apart",
+		      (unsigned long long)r.unfair_windows, r.window_spread);
 	sim_result_free(&r);
 	sim_config_free(&cfg);
 }
