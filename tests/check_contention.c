@@ -156,7 +156,8 @@ END_TEST
  * times as long): N = 2, 4, 16, 64; commit latency C = 1 ms, 20 ms, 200
  * ms, 1 s, 4 s; max 2x, 10x and 100x bandwidth x C, the bandwidth 1 GiB/s
  * or less where the max would pass 1 GiB (bw = 1 GiB / (multiple x C));
- * then the same with 10 s commits, beyond the grid.
+ * then the same with 10 s commits, beyond the grid, and a writer alone at
+ * every point (its stalls and throughput).
  * Block sizes 4 KiB, 64 KiB and 1 MiB in turn, each at most max / 2N (N
  * blocks fit), at most what a writer's share of the link moves in a
  * quarter of the stall target (one block at the fair share is not itself a
@@ -224,11 +225,11 @@ END_TEST
  * before the first estimate was not bounded, 64 writers with 200 ms commits
  * at 10x stalled 407 ms.
  */
-static const int grid_n[] = { 2, 4, 16, 64 };
+static const int grid_n[] = { 1, 2, 4, 16, 64 };
 static const uint64_t grid_clat_ms[] = { 1, 20, 200, 1000, 4000, 10000 };
 static const uint64_t grid_mult[] = { 2, 10, 100 };
 
-#define GRID_POINTS 72
+#define GRID_POINTS 90
 
 START_TEST(test_writers_share)
 {
