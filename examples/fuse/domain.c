@@ -298,10 +298,17 @@ void ufs_stats_write(struct ufs *fs, FILE *f)
 	ufs_mutex_unlock(&fs->itable_lock, UFS_RANK_ITABLE);
 	/* closed_files: files closed and kept until their data is clean
 	 * (fs.c, "Closed files"); fill_bytes: read from the backend for
-	 * writes that cover a page in part (fs.c, "Partial writes"). */
-	fprintf(f, "cache\ndropped_behind %llu\nclosed_files %u\nfill_bytes %llu\n\n",
+	 * writes that cover a page in part (fs.c, "Partial writes");
+	 * writeback_waits and writeback_passes: writes into a chunk under
+	 * write-back that waited for it to end, and that did not (fs.c
+	 * ufs_write()). */
+	fprintf(f,
+		"cache\ndropped_behind %llu\nclosed_files %u\nfill_bytes %llu\n"
+		"writeback_waits %llu\nwriteback_passes %llu\n\n",
 		(unsigned long long)atomic_load(&fs->dropped_behind), nclosed,
-		(unsigned long long)atomic_load(&fs->fill_bytes));
+		(unsigned long long)atomic_load(&fs->fill_bytes),
+		(unsigned long long)atomic_load(&fs->wb_waits),
+		(unsigned long long)atomic_load(&fs->wb_passes));
 	if (fs->be && fs->be->stats)
 		fs->be->stats(fs, f);
 }

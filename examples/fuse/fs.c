@@ -308,6 +308,7 @@ static void ifree(struct ufs *fs, struct ufs_inode *ino)
 	free(ino->pages.key);
 	free((void *)ino->pages.bits);
 	free(ino->pages.valid);
+	free((void *)ino->pages.inflight);
 	fs->be->close(fs, ino->file);
 	pthread_rwlock_destroy(&ino->io_lock);
 	pthread_rwlock_destroy(&ino->wb_lock);
@@ -1066,10 +1067,12 @@ static bool pmap_rebuild(struct ufs_inode *ino)
 	n.key = calloc(n.cap, sizeof(*n.key));
 	n.bits = calloc(n.cap, sizeof(*n.bits));
 	n.valid = calloc(n.cap, sizeof(*n.valid));
-	if (!n.key || !n.bits || !n.valid) {
+	n.inflight = calloc(n.cap, sizeof(*n.inflight));
+	if (!n.key || !n.bits || !n.valid || !n.inflight) {
 		free(n.key);
 		free((void *)n.bits);
 		free(n.valid);
+		free((void *)n.inflight);
 		free(keep);
 		return false;
 	}
@@ -1080,6 +1083,7 @@ static bool pmap_rebuild(struct ufs_inode *ino)
 			n.key[j] = m->key[i];
 			atomic_store(&n.bits[j], atomic_load(&m->bits[i]));
 			n.valid[j] = m->valid[i];
+			atomic_store(&n.inflight[j], atomic_load(&m->inflight[i]));
 			n.used++;
 		}
 	}
@@ -1087,6 +1091,7 @@ static bool pmap_rebuild(struct ufs_inode *ino)
 	free(m->key);
 	free((void *)m->bits);
 	free(m->valid);
+	free((void *)m->inflight);
 	*m = n;
 	return true;
 }
@@ -1107,6 +1112,7 @@ static size_t pmap_entry(struct ufs_inode *ino, uint64_t chunk)
 	m->key[i] = chunk + 1;
 	atomic_store(&m->bits[i], 0);
 	m->valid[i] = UFS_ALL_PAGES;
+	atomic_store(&m->inflight[i], 0);
 	m->used++;
 	return i;
 }
@@ -1140,7 +1146,19 @@ uint32_t ufs_pages_take(struct ufs_inode *ino, uint64_t chunk)
 		return 0;
 	/* Dirty pages are valid; none noted: every valid page. */
 	d = atomic_exchange(&m->bits[i], 0);
+	atomic_store(&m->inflight[i], d ? d : m->valid[i]);
 	return d ? d : m->valid[i] == UFS_ALL_PAGES ? 0 : m->valid[i];
+}
+
+/* Whether a write to pages of chunk (under write-back) must wait for that
+ * write-back: some of them are in flight, or the map does not say (the
+ * chunk goes whole). With data_lock. */
+static bool pages_busy(const struct ufs_inode *ino, uint64_t chunk, uint32_t pages)
+{
+	const struct ufs_pmap *m = &ino->pages;
+	size_t i = pmap_find(m, chunk);
+
+	return i == m->cap || (atomic_load(&m->inflight[i]) & pages);
 }
 
 /* Until chunk b of ino is no longer under write-back. */
@@ -1538,13 +1556,20 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		wrlock(&ino->data_lock, UFS_RANK_DATA);
 		state = fs->be->unlocked_writeback || fs->be->page_writeback ? us_buf_state(b) :
 									       US_BUF_DIRTY;
-		/* Not into a chunk being written back without data_lock. */
-		while (fs->be->unlocked_writeback && state == US_BUF_WRITEBACK) {
+		/* Not into the pages of a chunk being written back without
+		 * data_lock (into its others, yes: the write-back reads only
+		 * its own, and the chunk is written again for these). */
+		while (fs->be->unlocked_writeback && state == US_BUF_WRITEBACK &&
+		       (!fs->be->page_writeback ||
+			pages_busy(ino, co / UFS_CHUNK_BYTES, page_bits(pos - co, n)))) {
+			atomic_fetch_add(&fs->wb_waits, 1);
 			ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 			writeback_wait(ino, b);
 			ufs_rwlock_wrlock(&ino->data_lock, UFS_RANK_DATA);
 			state = us_buf_state(b);
 		}
+		if (fs->be->unlocked_writeback && state == US_BUF_WRITEBACK)
+			atomic_fetch_add(&fs->wb_passes, 1);
 		memcpy((char *)us_buf_data(b) + (pos - co), buf + done, n);
 		if (fs->be->page_writeback)
 			pages_note(ino, state, co / UFS_CHUNK_BYTES, pos - co, n);

@@ -219,13 +219,19 @@ struct ufs_options {
  * callback takes a chunk's pages under data_lock shared (ufs_pages_take(),
  * an atomic exchange of bits with 0), so a chunk whose bits were taken and
  * is then written again whole (after a failed write, a lost commit) is
- * written whole: every valid page.
+ * written whole: every valid page. inflight: the pages the last take gave
+ * a write-back (every valid page for a whole one), set there too; a writer
+ * copies into a chunk under write-back without waiting when the pages it
+ * writes are none of them (fs.c ufs_write()). A value left from an earlier
+ * write-back is safe: until its take, a write-back has read nothing, and
+ * the take comes after the writer's copy (data_lock).
  */
 #define UFS_PAGE_BYTES ((uint64_t)4096)
 struct ufs_pmap {
 	uint64_t *key; /* chunk index + 1; 0: a free slot */
 	_Atomic uint32_t *bits;
 	uint32_t *valid;
+	_Atomic uint32_t *inflight;
 	size_t cap, used;
 };
 
@@ -350,6 +356,9 @@ struct ufs {
 	us_backend *backend;
 	atomic_uint_fast64_t seq; /* the last write sequence number handed out */
 	atomic_uint_fast64_t dropped_behind; /* clean chunks dropped by writers (fs.c) */
+	/* Writes into a chunk under write-back: that waited for it to end,
+	 * and that did not (none of their pages in flight; fs.c ufs_write()). */
+	atomic_uint_fast64_t wb_waits, wb_passes;
 	atomic_uint_fast64_t fill_bytes;     /* read from the backend for partial writes */
 	atomic_uint modes_pending;	     /* inodes with a chmod not yet made (mode_set) */
 	atomic_uint_fast64_t attrs_applied;  /* attributes that waited given to backing files */
