@@ -142,6 +142,9 @@ struct ufs_backend {
 };
 
 extern const struct ufs_backend ufs_backend_dir;
+/* fdatasync() of a backing file of the directory backend: 0 or -errno
+ * (--trust-backing: an integrity sync's last step, fs.c inode_sync()). */
+int ufs_dir_datasync(struct ufs_bfile *f);
 #ifdef UFS_HAVE_NFS
 extern const struct ufs_backend ufs_backend_nfs;
 #endif

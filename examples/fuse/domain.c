@@ -301,14 +301,16 @@ void ufs_stats_write(struct ufs *fs, FILE *f)
 	 * writes that cover a page in part (fs.c, "Partial writes");
 	 * writeback_waits and writeback_passes: writes into a chunk under
 	 * write-back that waited for it to end, and that did not (fs.c
-	 * ufs_write()). */
+	 * ufs_write()); trusted_commits: commits taken as done without an
+	 * fdatasync (--trust-backing). */
 	fprintf(f,
 		"cache\ndropped_behind %llu\nclosed_files %u\nfill_bytes %llu\n"
-		"writeback_waits %llu\nwriteback_passes %llu\n\n",
+		"writeback_waits %llu\nwriteback_passes %llu\ntrusted_commits %llu\n\n",
 		(unsigned long long)atomic_load(&fs->dropped_behind), nclosed,
 		(unsigned long long)atomic_load(&fs->fill_bytes),
 		(unsigned long long)atomic_load(&fs->wb_waits),
-		(unsigned long long)atomic_load(&fs->wb_passes));
+		(unsigned long long)atomic_load(&fs->wb_passes),
+		(unsigned long long)atomic_load(&fs->trusted_commits));
 	if (fs->be && fs->be->stats)
 		fs->be->stats(fs, f);
 }

@@ -845,6 +845,10 @@ static int inode_sync(struct ufs_handle *h, struct ufs_inode *ino)
 		since = us_object_errseq(ino->obj);
 		rc = us_object_sync(ino->obj, &since);
 	}
+	/* --trust-backing: commits other than this sync's left the data in
+	 * the backing file's page cache; this is the integrity point. */
+	if (rc == 0 && ufs_self()->opt.trust_backing)
+		rc = ufs_dir_datasync(ino->file);
 	/* Written back: the backing file takes the time of the cached
 	 * writes, not the time of their write-back (which getattr no longer
 	 * overrides once the file is closed), and the times and mode set

@@ -6,7 +6,7 @@
  *               [--dirty-ratio N] [--dirty-max SIZE] [--clean-max SIZE]
  *               [--xattr] [--rpcs N] [--ns-conns N] [--attr-cache TIME] [--no-cache]
  *               [--kernel-writeback] [--no-hugepages]
- *               [--direct-writeback|--buffered-writeback] [-V] [-h]
+ *               [--direct-writeback|--buffered-writeback] [--trust-backing] [-V] [-h]
  *               [FUSE options: -d, -s, -o opt,...]
  *
  * A passthrough filesystem over BACKING_DIR, or over an NFSv3 export (the
@@ -111,6 +111,11 @@ static void usage(FILE *f)
 		"  --buffered-writeback    backing directory: write everything back through the\n"
 		"                          page cache (default: runs of whole chunks O_DIRECT,\n"
 		"                          --direct-writeback)\n"
+		"  --trust-backing         backing directory: data written to the backing file is\n"
+		"                          released without fdatasync(), as by a passthrough and\n"
+		"                          the kernel's FUSE writeback cache; fsync, --close=sync\n"
+		"                          and the unmount still fdatasync() (default: kept until\n"
+		"                          an fdatasync() succeeds, and written again if it fails)\n"
 		"  -d                      FUSE debug output (implies -f)\n"
 		"  -s                      one FUSE worker thread\n"
 		"  -o allow_other          let other users than the one who mounts use the mount\n"
@@ -342,7 +347,8 @@ static bool set_flag(const char *a, struct ufs_options *o)
 		      { "--kernel-writeback", &o->kernel_writeback },
 		      { "--no-hugepages", &o->no_hugepages },
 		      { "--direct-writeback", &o->direct_writeback },
-		      { "--buffered-writeback", &o->buffered_writeback } };
+		      { "--buffered-writeback", &o->buffered_writeback },
+		      { "--trust-backing", &o->trust_backing } };
 	size_t k;
 
 	for (k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
@@ -581,6 +587,9 @@ static int backend_attach(struct ufs *fs, bool *attached)
 			   fs->opt.backing);
 #endif
 	}
+	if (fs->opt.trust_backing && fs->be != &ufs_backend_dir)
+		return bad("%s--trust-backing: a backing directory only (an NFS server's "
+			   "UNSTABLE writes are kept until its COMMIT3)", "");
 	if (fs->be->attach(fs, fs->opt.backing) != 0)
 		return 2;
 	*attached = true;

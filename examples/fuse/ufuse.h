@@ -197,6 +197,8 @@ struct ufs_options {
 	bool no_hugepages;	  /* the cache's memory without transparent huge pages */
 	bool direct_writeback;	  /* directory backend: aligned runs written O_DIRECT */
 	bool buffered_writeback;  /* --buffered-writeback: not (the default is direct) */
+	bool trust_backing;	  /* --trust-backing: the directory backend releases what
+				     it wrote without fdatasync but for an integrity sync */
 	uint64_t clean_max;	  /* clean data a domain keeps before writers drop it behind
 				     (UINT64_MAX: all, up to the max) */
 	uint64_t dirty_max;	  /* the root's dirty limit at most, in bytes (0: the ratio's) */
@@ -359,6 +361,9 @@ struct ufs {
 	/* Writes into a chunk under write-back: that waited for it to end,
 	 * and that did not (none of their pages in flight; fs.c ufs_write()). */
 	atomic_uint_fast64_t wb_waits, wb_passes;
+	/* Commits of the directory backend taken as done without an
+	 * fdatasync (--trust-backing; backend_dir.c dir_commit()). */
+	atomic_uint_fast64_t trusted_commits;
 	atomic_uint_fast64_t fill_bytes;     /* read from the backend for partial writes */
 	atomic_uint modes_pending;	     /* inodes with a chmod not yet made (mode_set) */
 	atomic_uint_fast64_t attrs_applied;  /* attributes that waited given to backing files */

@@ -36,6 +36,7 @@ expect2 "$dir/b" "$dir/m" --dirty-max 1K
 expect2 "$dir/b" "$dir/m" --dirty-max
 expect2 "$dir/b" "$dir/m" --stats ""
 expect2 "$dir/b" "$dir/m" --direct-writeback --buffered-writeback
+expect2 nfs://127.0.0.1/export "$dir/m" --trust-backing
 expect2 "$dir/b" "$dir/m" --bogus
 expect2 "$dir/b" "$dir/m" -o no_such_fuse_option
 help=$("$UFS" --help) || { echo "FAIL: --help" >&2; exit 1; }
