@@ -44,7 +44,8 @@ struct ufs_backend {
 	bool page_writeback;
 	/* Its flush reads the chunks across its write without data_lock
 	 * (ufuse.h): a writer waits for a chunk's write-back to end before it
-	 * copies into it (fs.c writeback_wait()), and the flush calls
+	 * copies into the pages that write-back took (all of a chunk that
+	 * goes whole; fs.c ufs_write(), writeback_wait()), and the flush calls
 	 * ufs_writeback_done() once its buffers are completed. Every backend
 	 * calls ufs_writeback_ending() when a write of a file reached the
 	 * backing file, before it completes the write's buffers (times given

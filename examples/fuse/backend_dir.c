@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,8 +48,12 @@ static struct ufs_bfile *bfile_new(int fd)
 	return f;
 }
 
+/* The test hook of pages_pwritev() (below), read at attach. */
+static bool slow_pages;
+
 static int dir_attach(struct ufs *fs, const char *target)
 {
+	slow_pages = getenv("UFS_TEST_SLOW_PAGES") != NULL;
 	fs->backing_fd = open(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fs->backing_fd < 0) {
 		int err = -errno;
@@ -95,6 +100,43 @@ static int pwritev_all(int fd, struct iovec *iov, int n, off_t off)
 		}
 	}
 	return 0;
+}
+
+/*
+ * A test hook (tests/fuse/pages.sh): with UFS_TEST_SLOW_PAGES set in the
+ * daemon's environment, the pages that write_pages() sends are first
+ * copied out of the chunks slowly (a yield every KiB), so that a writer
+ * copying into a page while it is read would leave a torn page in the
+ * backing file, which the test looks for. Not for any other use.
+ */
+
+static int pages_pwritev(int fd, struct iovec *iov, int n, off_t off)
+{
+	struct iovec one;
+	size_t total = 0, at = 0;
+	char *copy;
+	int i, rc;
+
+	if (!slow_pages)
+		return pwritev_all(fd, iov, n, off);
+	for (i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	if (!(copy = malloc(total)))
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		const volatile char *src = iov[i].iov_base;
+
+		for (size_t k = 0; k < iov[i].iov_len; k++) {
+			copy[at++] = src[k];
+			if ((k & 1023) == 1023)
+				sched_yield();
+		}
+	}
+	one.iov_base = copy;
+	one.iov_len = total;
+	rc = pwritev_all(fd, &one, 1, off);
+	free(copy);
+	return rc;
 }
 
 /*
@@ -201,7 +243,7 @@ static int write_pages(int fd, us_buf *const *bufs, size_t n, const uint32_t *bi
 
 			/* A range ends at a clean page, a gap, the iovecs' room. */
 			if (niov && (!dirty || at != next || niov == 64)) {
-				if ((err = pwritev_all(fd, iov, niov, (off_t)start)) < 0)
+				if ((err = pages_pwritev(fd, iov, niov, (off_t)start)) < 0)
 					return err;
 				atomic_fetch_add(&page_bytes, next - start);
 				ranges++;
@@ -224,7 +266,7 @@ static int write_pages(int fd, us_buf *const *bufs, size_t n, const uint32_t *bi
 		}
 	}
 	if (niov) {
-		if ((err = pwritev_all(fd, iov, niov, (off_t)start)) < 0)
+		if ((err = pages_pwritev(fd, iov, niov, (off_t)start)) < 0)
 			return err;
 		atomic_fetch_add(&page_bytes, next - start);
 		ranges++;
@@ -268,8 +310,8 @@ static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 	}
 	/* wb_lock across the writes (a truncate waits for them); data_lock
 	 * only to read the size and take the dirty pages: writers wait for
-	 * these chunks' write-back to end before they copy into them
-	 * (unlocked_writeback, ufuse.h). */
+	 * these chunks' write-back to end before they copy into the pages
+	 * taken (unlocked_writeback, ufuse.h). */
 	ufs_rwlock_rdlock(&ino->wb_lock, UFS_RANK_WB);
 	ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
 	end = ino->size;

@@ -1498,7 +1498,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		enum us_buf_state state;
 		uint64_t pause;
 		unsigned flags;
-		bool fresh;
+		bool fresh, waited = false;
 		us_buf *b;
 
 		/* May wait for reclaim: writeback and commits of this domain.
@@ -1566,13 +1566,15 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		while (fs->be->unlocked_writeback && state == US_BUF_WRITEBACK &&
 		       (!fs->be->page_writeback ||
 			pages_busy(ino, co / UFS_CHUNK_BYTES, page_bits(pos - co, n)))) {
-			atomic_fetch_add(&fs->wb_waits, 1);
+			if (!waited)
+				atomic_fetch_add(&fs->wb_waits, 1);
+			waited = true;
 			ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 			writeback_wait(ino, b);
 			ufs_rwlock_wrlock(&ino->data_lock, UFS_RANK_DATA);
 			state = us_buf_state(b);
 		}
-		if (fs->be->unlocked_writeback && state == US_BUF_WRITEBACK)
+		if (fs->be->unlocked_writeback && state == US_BUF_WRITEBACK && !waited)
 			atomic_fetch_add(&fs->wb_passes, 1);
 		memcpy((char *)us_buf_data(b) + (pos - co), buf + done, n);
 		if (fs->be->page_writeback)

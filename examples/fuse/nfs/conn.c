@@ -23,8 +23,8 @@
  * buffer per call. Here the flushing thread sends the call itself with one
  * sendmsg(): the header it encodes, then the chunks' payload in place (a
  * run of adjacent chunks in one WRITE3 of up to the server's wtmax),
- * under send_lock and the inode's wb_lock (a writer does not copy into a
- * chunk under write-back, unlocked_writeback, so the chunks do not change
+ * under send_lock and the inode's wb_lock (a writer does not copy into the
+ * pages a write-back took, unlocked_writeback, so they do not change
  * while the kernel copies them). The service thread reads the replies
  * (nfsb_wc_receive) and finishes the requests like libnfs's callbacks do.
  *

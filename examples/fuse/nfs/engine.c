@@ -144,9 +144,9 @@ int nfsb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_
 		/* The slot first, then wb_lock (shared) while one WRITE3 is
 		 * built and sent: a truncate waits for the send, so that what
 		 * it cuts is not sent after it. data_lock only to read the
-		 * size: a writer does not copy into a chunk under write-back
-		 * (unlocked_writeback: it waits for its completion), so the
-		 * chunks do not change while the kernel copies them, and a
+		 * size: a writer does not copy into the pages a write-back
+		 * took (unlocked_writeback: it waits for its completion), so
+		 * they do not change while the kernel copies them, and a
 		 * writer of other chunks waits for no send. */
 		if ((rc = nfsb_wc_slot(nb, ino->file))) {
 			fail_bufs(bufs + i, n - i, rc == -ESHUTDOWN ? -EAGAIN : rc);

@@ -84,8 +84,8 @@
  *            clipped to the logical size, each sent with one sendmsg() from
  *            the chunks under the inode's wb_lock (shared: a truncate
  *            waits for the send), data_lock only to read the size; a
- *            writer does not copy into a chunk under write-back
- *            (unlocked_writeback), so the chunks do not change meanwhile.
+ *            writer does not copy into the pages a write-back took
+ *            (unlocked_writeback), so they do not change meanwhile.
  *            At most --rpcs RPCs are in flight on the server, NB_FILE_RPCS
  *            of one file: the flush waits for a slot before it takes wb_lock. A
  *            reply UNSTABLE completes its chunks US_WRITE_UNSTABLE with a
