@@ -549,7 +549,8 @@ struct us_object {
 	 * toward the rate its held siblings got (wb.c ratelimit_update()). */
 	double fair;
 	double rl_avg;	    /* its bytes per estimate, a moving average */
-	uint64_t rl_block;  /* the most it dirtied at once */
+	uint64_t rl_block;  /* the most it dirtied at once (wb.c: halved toward rl_sblock) */
+	uint64_t rl_sblock; /* ... in the current interval */
 	uint64_t rl_sample; /* the context's estimate it was last counted in */
 	/* Its writer's virtual time: each byte it dirtied moves it on by the
 	 * time that byte takes at its context's ratelimit, from now if it is

@@ -350,7 +350,7 @@ static void ratelimit_update(struct us_wb *wb, uint64_t now)
 {
 	uint64_t link = us__wb_link_rate(wb), rl = us__wb_ratelimit(wb);
 	uint64_t dt = now - wb->rl_stamp_ns, n = 0, held = 0;
-	double free = 0, target = (double)link, mean = 0, held_avg = 0, block = 0;
+	double free = 0, target = (double)link, mean = 0, held_avg = 0, block = 0, seed;
 	struct us_list *p;
 
 	wb->rl_samples++;
@@ -372,6 +372,9 @@ static void ratelimit_update(struct us_wb *wb, uint64_t now)
 	}
 	if (held >= 2)
 		mean = held_avg / (double)held;
+	/* A new writer starts at that mean in any case; the corrections
+	 * wait until it holds eight blocks of every held writer. */
+	seed = mean;
 	if (mean < 8.0 * block)
 		mean = 0;
 	held = 0;
@@ -385,7 +388,7 @@ static void ratelimit_update(struct us_wb *wb, uint64_t now)
 		if (o->rl_avg <= 0) {
 			/* New: it starts at its held siblings' mean, and as it
 			 * is paced (not faster for its first part interval). */
-			o->rl_avg = mean > 0 ? mean : (double)o->rl_bytes;
+			o->rl_avg = seed > 0 ? seed : (double)o->rl_bytes;
 			fair_update(o, 0);
 			if (o->rl_wait_ns >= dt / 10 || o->stall_wait_ns)
 				held++;
@@ -398,6 +401,16 @@ static void ratelimit_update(struct us_wb *wb, uint64_t now)
 			free += (double)o->rl_bytes;
 			fair_update(o, 0);
 		}
+		/* Its largest block, as it writes now: one that dirtied
+		 * smaller ones this interval halves it toward them (a writer
+		 * that wrote 1 MiB once must not hold its context's
+		 * corrections off for good). */
+		if (o->rl_sblock)
+			o->rl_block = o->rl_sblock > o->rl_block / 2 ? (o->rl_sblock > o->rl_block ?
+									 o->rl_sblock :
+									 o->rl_block) :
+								   o->rl_block / 2;
+		o->rl_sblock = 0;
 		us_list_del(p);
 		o->rl_bytes = o->rl_wait_ns = 0;
 	}
@@ -432,7 +445,7 @@ void us__wb_writer_note(us_object *o, uint64_t bytes, uint64_t wait_ns)
 		 * (what it got before says nothing of now). */
 		if (o->wb->rl_samples > o->rl_sample + 1) {
 			o->fair = o->rl_avg = 0;
-			o->rl_block = 0;
+			o->rl_block = o->rl_sblock = 0;
 		}
 		us_list_add_tail(&o->wb->rl_writers, &o->rl_link);
 		o->wb->rl_nwriters++;
@@ -440,6 +453,8 @@ void us__wb_writer_note(us_object *o, uint64_t bytes, uint64_t wait_ns)
 	o->rl_bytes += bytes;
 	if (bytes > o->rl_block)
 		o->rl_block = bytes;
+	if (bytes > o->rl_sblock)
+		o->rl_sblock = bytes;
 	o->rl_wait_ns += wait_ns;
 }
 

@@ -225,7 +225,7 @@ END_TEST
  * before the first estimate was not bounded, 64 writers with 200 ms commits
  * at 10x stalled 407 ms.
  */
-static const int grid_n[] = { 1, 2, 4, 16, 64 };
+static const int grid_n[] = { 2, 4, 16, 64, 1 }; /* 1 last: TSan runs the first points */
 static const uint64_t grid_clat_ms[] = { 1, 20, 200, 1000, 4000, 10000 };
 static const uint64_t grid_mult[] = { 2, 10, 100 };
 

@@ -38,6 +38,7 @@ struct ufs_handle {
 	struct ufs_inode *ino;	/* NULL: not cached, I/O goes to file directly */
 	pthread_mutex_t lock;	/* since (rank 2, ufuse.h "LOCKS") */
 	uint64_t since;		/* the errseq cursor of this open file */
+	uint64_t trust_seen;	/* ino->trust_errs it was told of (--trust-backing) */
 	atomic_bool wrote;	/* a write came through this handle */
 	bool direct;		/* direct I/O: writes take set-user-ID away here (privs_kill()) */
 	char *path;		/* the name it was opened by (links.c), or NULL */
@@ -829,6 +830,22 @@ static void err_seen(struct ufs_inode *ino, uint64_t since)
 		;
 }
 
+/* The error of the backing file's fdatasync() (--trust-backing) that h has
+ * not been told of (0: none), told now. */
+static int trust_told(struct ufs_handle *h, struct ufs_inode *ino)
+{
+	uint64_t n = atomic_load(&ino->trust_errs);
+	int err = 0;
+
+	ufs_mutex_lock(&h->lock, UFS_RANK_HANDLE);
+	if (h->trust_seen != n) {
+		err = atomic_load(&ino->trust_err);
+		h->trust_seen = n;
+	}
+	ufs_mutex_unlock(&h->lock, UFS_RANK_HANDLE);
+	return err;
+}
+
 /* Writes back and commits the inode's data (fsync, close, before utimens). */
 static int inode_sync(struct ufs_handle *h, struct ufs_inode *ino)
 {
@@ -845,10 +862,22 @@ static int inode_sync(struct ufs_handle *h, struct ufs_inode *ino)
 		since = us_object_errseq(ino->obj);
 		rc = us_object_sync(ino->obj, &since);
 	}
-	/* --trust-backing: commits other than this sync's left the data in
-	 * the backing file's page cache; this is the integrity point. */
-	if (rc == 0 && ufs_self()->opt.trust_backing)
-		rc = ufs_dir_datasync(ino->file);
+	/* --trust-backing: every commit left the data in the backing file's
+	 * page cache; this is the integrity point. Its error is kept for every
+	 * descriptor (one fdatasync() reports it once: to whichever asks
+	 * first), and told to this one now if it has not been. */
+	if (ufs_self()->opt.trust_backing) {
+		int err = ufs_dir_datasync(ino->file);
+
+		if (err < 0) {
+			atomic_store(&ino->trust_err, err);
+			atomic_fetch_add(&ino->trust_errs, 1);
+		}
+		if (h)
+			err = trust_told(h, ino);
+		if (rc == 0)
+			rc = err;
+	}
 	/* Written back: the backing file takes the time of the cached
 	 * writes, not the time of their write-back (which getattr no longer
 	 * overrides once the file is closed), and the times and mode set
@@ -869,6 +898,8 @@ static int errors_told(struct ufs_handle *h, struct ufs_inode *ino)
 		rc = err;
 	err_seen(ino, h->since);
 	ufs_mutex_unlock(&h->lock, UFS_RANK_HANDLE);
+	if (rc == 0)
+		rc = trust_told(h, ino);
 	return rc;
 }
 
@@ -1689,8 +1720,10 @@ static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi
 	/* From the last error a descriptor was told of: one that came after
 	 * the file's last close is reported to the next opener's fsync or
 	 * close (as Linux's errseq does for an error nobody has seen). */
-	if (h->ino)
+	if (h->ino) {
 		h->since = atomic_load(&h->ino->err_seen);
+		h->trust_seen = atomic_load(&h->ino->trust_errs);
+	}
 	if (trunc)
 		rc = h->ino ? inode_truncate(fs, h->ino, 0) : fs->be->ftruncate(fs, f, 0);
 	/* A descriptor that only writes into the cache: its writes skip the

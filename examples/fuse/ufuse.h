@@ -268,6 +268,11 @@ struct ufs_inode {
 	/* The latest error cursor a descriptor was told of (fs.c err_seen());
 	 * a new descriptor starts there. */
 	_Atomic uint64_t err_seen;
+	/* --trust-backing: the errors of the backing file's fdatasync() at an
+	 * integrity sync (fs.c inode_sync()), errseq style: trust_errs counts
+	 * them, trust_err is the last; each descriptor reports each once. */
+	_Atomic uint64_t trust_errs;
+	_Atomic int trust_err;
 	struct ufs_inode *next; /* hash chain */
 	pthread_rwlock_t io_lock;
 	pthread_rwlock_t wb_lock;

@@ -37,6 +37,11 @@ expect2 "$dir/b" "$dir/m" --dirty-max
 expect2 "$dir/b" "$dir/m" --stats ""
 expect2 "$dir/b" "$dir/m" --direct-writeback --buffered-writeback
 expect2 nfs://127.0.0.1/export "$dir/m" --trust-backing
+msg=$("$UFS" nfs://127.0.0.1/export "$dir/m" --trust-backing 2>&1)
+if ! grep -q "without libnfs" <<<"$msg" && ! grep -q "trust-backing" <<<"$msg"; then
+	echo "FAIL: --trust-backing with nfs:// refused without naming the option: $msg" >&2
+	exit 1
+fi
 expect2 "$dir/b" "$dir/m" --bogus
 expect2 "$dir/b" "$dir/m" -o no_such_fuse_option
 help=$("$UFS" --help) || { echo "FAIL: --help" >&2; exit 1; }

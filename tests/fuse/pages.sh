@@ -42,7 +42,8 @@ PY
 	unmount_it "$name"
 	cmp "$BACKING/g" "$WORK/model_g" || fail "after rewrites ($name), the backend's file differs from the model"
 	echo "rewrites under write-back ($name): writeback_waits $(key_of "$stats" writeback_waits)," \
-		"writeback_passes $(key_of "$stats" writeback_passes), trusted_commits $(key_of "$stats" trusted_commits)"
+		"writeback_passes $(key_of "$stats" writeback_passes), trusted_commits $(key_of "$stats" trusted_commits)," \
+		"fdatasyncs $(key_of "$stats" fdatasyncs)"
 }
 rewrites rewrites "$WORK/stats3"
 [[ $(key_of "$WORK/stats3" trusted_commits) == 0 ]] || fail "commits trusted without --trust-backing"
@@ -50,6 +51,8 @@ rewrites rewrites "$WORK/stats3"
 # took the backing file's page cache as kept; the fsync still synced.
 rewrites trusting "$WORK/stats4" --trust-backing
 [[ $(key_of "$WORK/stats4" trusted_commits) -gt 0 ]] || fail "--trust-backing: no commit trusted"
+# Every commit trusted, no commit's fdatasync: the fsync's own.
+[[ $(key_of "$WORK/stats4" fdatasyncs) -ge 1 ]] || fail "--trust-backing: the fsync did not fdatasync the backing file"
 # Torn pages: the pages a write-back sends are copied out slowly (the
 # daemon's test hook UFS_TEST_SLOW_PAGES, backend_dir.c), while a writer
 # rewrites random pages, each stamped whole with its index and a version,
@@ -83,6 +86,7 @@ with open(sys.argv[2], "w") as f:
     f.write(f"{reads} {torn}\n")
 PY
 reader=$!
+PIDS+=("$reader") # stopped by the cleanup if a check below fails
 python3 - "$WORK/mnt/t" "$WORK/model_t" "$WORK/torn" <<'PY' || fail "stamped rewrites"
 import os, random, struct, sys
 rng = random.Random(20261205)
