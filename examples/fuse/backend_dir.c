@@ -50,10 +50,23 @@ static struct ufs_bfile *bfile_new(int fd)
 
 /* The test hook of pages_pwritev() (below), read at attach. */
 static bool slow_pages;
+/*
+ * A test hook (tests/fuse/pages.sh): with UFS_TEST_DATASYNC_EIO=N in the
+ * daemon's environment, the Nth ufs_dir_datasync() (from 1) fails with EIO
+ * without calling fdatasync(), as one would after the backing device lost
+ * a write-back of the page cache. Not for any other use. 0: none.
+ */
+static uint64_t datasync_eio;
+static atomic_uint_fast64_t datasync_calls;
 
 static int dir_attach(struct ufs *fs, const char *target)
 {
 	slow_pages = getenv("UFS_TEST_SLOW_PAGES") != NULL;
+	{
+		const char *v = getenv("UFS_TEST_DATASYNC_EIO");
+
+		datasync_eio = v ? strtoull(v, NULL, 10) : 0;
+	}
 	fs->backing_fd = open(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fs->backing_fd < 0) {
 		int err = -errno;
@@ -414,6 +427,8 @@ static int dir_commit(void *ctx, us_object *obj, enum us_reason reason)
 int ufs_dir_datasync(struct ufs_bfile *f)
 {
 	atomic_fetch_add(&datasyncs, 1);
+	if (datasync_eio && atomic_fetch_add(&datasync_calls, 1) + 1 == datasync_eio)
+		return -EIO;
 	return fdatasync(f->fd) != 0 ? -errno : 0;
 }
 

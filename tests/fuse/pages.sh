@@ -53,6 +53,38 @@ rewrites trusting "$WORK/stats4" --trust-backing
 [[ $(key_of "$WORK/stats4" trusted_commits) -gt 0 ]] || fail "--trust-backing: no commit trusted"
 # Every commit trusted, no commit's fdatasync: the fsync's own.
 [[ $(key_of "$WORK/stats4" fdatasyncs) -ge 1 ]] || fail "--trust-backing: the fsync did not fdatasync the backing file"
+# --trust-backing: the error of the fsync's fdatasync (the daemon's test
+# hook UFS_TEST_DATASYNC_EIO=1 fails the first, backend_dir.c) reaches every
+# descriptor open on the file, each once: the one that synced, another at
+# its fsync, a third at its close; then a fsync succeeds (the data written
+# after it is on the backing file).
+head -c $((1 << 20)) /dev/urandom >"$BACKING/e"
+UFS_TEST_DATASYNC_EIO=1 mount_it trust_eio --max 1M --stats "$WORK/stats6" --trust-backing
+python3 - "$WORK/mnt/e" <<'PY' || fail "--trust-backing: an fdatasync error was not told to every descriptor once"
+import errno, os, sys
+fa, fb, fc = (os.open(sys.argv[1], os.O_RDWR) for _ in range(3))
+for i, fd in enumerate((fa, fb, fc)):
+    assert os.pwrite(fd, bytes([i + 1]) * 65536, i * 65536) == 65536
+def fails(call, fd, what):
+    try:
+        call(fd)
+    except OSError as e:
+        assert e.errno == errno.EIO, (what, e)
+        return
+    raise AssertionError(what + ": no error")
+fails(os.fsync, fa, "the fsync whose fdatasync failed")
+fails(os.fsync, fb, "another descriptor's fsync")
+fails(os.close, fc, "a third descriptor's close")
+os.fsync(fa)  # told already; this fdatasync succeeds
+os.fsync(fb)
+assert os.pwrite(fa, b"\x09" * 4096, 0) == 4096
+os.fsync(fa)
+os.close(fa)
+os.close(fb)
+PY
+[[ $(head -c 1 "$BACKING/e" | od -An -tx1 | tr -d ' ') == 09 ]] || fail "--trust-backing: the write after the error is not on the backing file"
+unmount_it trust_eio
+echo "fdatasync error told to every descriptor: fdatasyncs $(key_of "$WORK/stats6" fdatasyncs)"
 # Torn pages: the pages a write-back sends are copied out slowly (the
 # daemon's test hook UFS_TEST_SLOW_PAGES, backend_dir.c), while a writer
 # rewrites random pages, each stamped whole with its index and a version,
