@@ -156,8 +156,9 @@ END_TEST
  * times as long): N = 2, 4, 16, 64; commit latency C = 1 ms, 20 ms, 200
  * ms, 1 s, 4 s; max 2x, 10x and 100x bandwidth x C, the bandwidth 1 GiB/s
  * or less where the max would pass 1 GiB (bw = 1 GiB / (multiple x C));
- * then the same with 10 s commits, beyond the grid, and a writer alone at
- * every point (its stalls and throughput).
+ * then the same with 10 s commits, beyond the grid, at max = bw x C
+ * (1x, below the grid), and a writer alone at every point (its stalls and
+ * throughput).
  * Block sizes 4 KiB, 64 KiB and 1 MiB in turn, each at most max / 2N (N
  * blocks fit), at most what a writer's share of the link moves in a
  * quarter of the stall target (one block at the fair share is not itself a
@@ -213,6 +214,12 @@ END_TEST
  * large ones, 16 and 64 writers at 2x had 0.927 and 0.919, and 64 at 10x
  * a window 2.75 blocks apart.
  *
+ * At max = bw x C (30 points) every stall is within target and the run at
+ * 0.9 of the bound or more; Jain over the run is asserted at 0.97 there,
+ * not 0.99 (0.9795 with 64 writers and 200 ms commits), and the windows
+ * not at all (16 and 64 writers with 20 ms commits: 50 blocks apart in
+ * the first window; docs/guide.md, "Not met yet").
+ *
  * Before the writers' pace and virtual time: Jain 0.66 to 0.70 with mixed
  * blocks; before writers held by the order alone stopped taking a place in
  * the queues, 0.3 to 0.6 of the bound at 2x and stalls up to 450 ms; before
@@ -227,17 +234,17 @@ END_TEST
  */
 static const int grid_n[] = { 2, 4, 16, 64, 1 }; /* 1 last: TSan runs the first points */
 static const uint64_t grid_clat_ms[] = { 1, 20, 200, 1000, 4000, 10000 };
-static const uint64_t grid_mult[] = { 2, 10, 100 };
+static const uint64_t grid_mult[] = { 2, 10, 100, 1 };
 
-#define GRID_POINTS 90
+#define GRID_POINTS 120
 
 START_TEST(test_writers_share)
 {
 	static const uint64_t bss[] = { 4096, 65536, 1 << 20 };
 	static char spec[70][96];
 	const char *specs[72];
-	const int n = grid_n[_i / 18];
-	const uint64_t clat_ms = grid_clat_ms[_i / 3 % 6], mult = grid_mult[_i % 3];
+	const int n = grid_n[_i / 24];
+	const uint64_t clat_ms = grid_clat_ms[_i / 4 % 6], mult = grid_mult[_i % 4];
 	const double fit = 1024.0 * 1000.0 / (double)(mult * clat_ms);
 	const uint64_t bw_mib = fit >= 1024 ? 1024 : fit < 1 ? 1 : (uint64_t)fit;
 	const uint64_t bw = bw_mib << 20, c = clat_ms * MS, len = clat_ms >= 1000 ? 12 : 4;
@@ -304,14 +311,19 @@ START_TEST(test_writers_share)
 		(double)lim / 1e6, thr,
 		(double)total * SEC / end /
 			fmin((double)bw, (double)max * SEC / (2.0 * (double)c)));
-	ck_assert_msg(r.jain >= 0.99, "Jain %.4f", r.jain);
 	ck_assert_msg(fabs(r.jain - sum * sum / ((double)n * sum2)) < 1e-3, "Jain recomputed");
 	ck_assert_msg(stall <= lim, "stall %.0f ms", (double)stall / 1e6);
 	ck_assert_msg(thr >= 0.9, "%.3f of the bound", thr);
+	if (mult == 1) { /* below the grid: live, and nearly fair over the run */
+		ck_assert_msg(r.jain >= 0.97, "Jain %.4f at max = bw x C", r.jain);
+		goto out;
+	}
+	ck_assert_msg(r.jain >= 0.99, "Jain %.4f", r.jain);
 	if (clat_ms <= 4000)
 		ck_assert_msg(r.jain_window >= 0.99, "Jain %.4f over a window", r.jain_window);
 	ck_assert_msg(r.unfair_windows == 0, "%llu windows %.2f blocks apart",
 		      (unsigned long long)r.unfair_windows, r.window_spread);
+out:
 	sim_result_free(&r);
 	sim_config_free(&cfg);
 }
