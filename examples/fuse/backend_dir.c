@@ -426,9 +426,9 @@ static int dir_commit(void *ctx, us_object *obj, enum us_reason reason)
 
 int ufs_dir_datasync(struct ufs_bfile *f)
 {
-	atomic_fetch_add(&datasyncs, 1);
 	if (datasync_eio && atomic_fetch_add(&datasync_calls, 1) + 1 == datasync_eio)
 		return -EIO;
+	atomic_fetch_add(&datasyncs, 1);
 	return fdatasync(f->fd) != 0 ? -errno : 0;
 }
 

@@ -82,8 +82,12 @@ os.fsync(fa)
 os.close(fa)
 os.close(fb)
 PY
-[[ $(head -c 1 "$BACKING/e" | od -An -tx1 | tr -d ' ') == 09 ]] || fail "--trust-backing: the write after the error is not on the backing file"
+cmp -n 4096 "$BACKING/e" <(head -c 4096 /dev/zero | tr '\0' '\011') ||
+	fail "--trust-backing: the write after the error is not on the backing file"
 unmount_it trust_eio
+# The failed one is not counted: the four fsyncs after it, nothing else.
+[[ $(key_of "$WORK/stats6" fdatasyncs) == 4 ]] ||
+	fail "--trust-backing: $(key_of "$WORK/stats6" fdatasyncs) fdatasyncs, not the 4 fsyncs' after the failed one"
 echo "fdatasync error told to every descriptor: fdatasyncs $(key_of "$WORK/stats6" fdatasyncs)"
 # Torn pages: the pages a write-back sends are copied out slowly (the
 # daemon's test hook UFS_TEST_SLOW_PAGES, backend_dir.c), while a writer
