@@ -48,8 +48,9 @@ static struct ufs_bfile *bfile_new(int fd)
 	return f;
 }
 
-/* The test hook of pages_pwritev() (below), read at attach. */
-static bool slow_pages;
+/* The test hook of pages_pwritev() (below), read at attach: 0 off, 1 slow,
+ * 2 slow and stamped pages checked. */
+static int slow_pages;
 /*
  * A test hook (tests/fuse/pages.sh): with UFS_TEST_DATASYNC_EIO=N in the
  * daemon's environment, the Nth ufs_dir_datasync() (from 1) fails with EIO
@@ -61,7 +62,11 @@ static atomic_uint_fast64_t datasync_calls;
 
 static int dir_attach(struct ufs *fs, const char *target)
 {
-	slow_pages = getenv("UFS_TEST_SLOW_PAGES") != NULL;
+	{
+		const char *v = getenv("UFS_TEST_SLOW_PAGES");
+
+		slow_pages = !v ? 0 : strcmp(v, "stamps") == 0 ? 2 : 1;
+	}
 	{
 		const char *v = getenv("UFS_TEST_DATASYNC_EIO");
 
@@ -120,7 +125,12 @@ static int pwritev_all(int fd, struct iovec *iov, int n, off_t off)
  * daemon's environment, the pages that write_pages() sends are first
  * copied out of the chunks slowly (a yield every KiB), so that a writer
  * copying into a page while it is read would leave a torn page in the
- * backing file, which the test looks for. Not for any other use.
+ * backing file, which the test looks for. With UFS_TEST_SLOW_PAGES=stamps,
+ * every whole page of the copy must be one 8-byte stamp repeated (the
+ * test writes only such pages): one that is not is told on standard error,
+ * "torn page sent at OFFSET" (a reader of the backing file cannot tell a
+ * torn page from one whose pwritev() is still copying it). Not for any
+ * other use.
  */
 
 static int pages_pwritev(int fd, struct iovec *iov, int n, off_t off)
@@ -145,6 +155,11 @@ static int pages_pwritev(int fd, struct iovec *iov, int n, off_t off)
 				sched_yield();
 		}
 	}
+	if (slow_pages == 2)
+		for (at = 0; at + UFS_PAGE_BYTES <= total; at += UFS_PAGE_BYTES)
+			if (memcmp(copy + at, copy + at + 8, UFS_PAGE_BYTES - 8) != 0)
+				fprintf(stderr, "unstable-fuse: torn page sent at %lld\n",
+					(long long)off + (long long)at);
 	one.iov_base = copy;
 	one.iov_len = total;
 	rc = pwritev_all(fd, &one, 1, off);

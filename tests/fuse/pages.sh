@@ -90,15 +90,15 @@ unmount_it trust_eio
 	fail "--trust-backing: $(key_of "$WORK/stats6" fdatasyncs) fdatasyncs, not the 4 fsyncs' after the failed one"
 echo "fdatasync error told to every descriptor: fdatasyncs $(key_of "$WORK/stats6" fdatasyncs)"
 # Torn pages: the pages a write-back sends are copied out slowly (the
-# daemon's test hook UFS_TEST_SLOW_PAGES, backend_dir.c), while a writer
-# rewrites random pages, each stamped whole with its index and a version,
-# and a reader of the backing file looks for a page that is not one stamp
-# and reads the same again at once (a read racing a pwrite of the backing
-# file's page cache comes back whole or different). A writer that copied
-# into a page being sent leaves one; written again later, it heals, so it
-# is looked for while the writes go on. With the pages in flight ignored
-# (fs.c pages_busy()), 163, 6 and 0 such pages in three runs of 8,000
-# writes.
+# daemon's test hook UFS_TEST_SLOW_PAGES=stamps, backend_dir.c), while a
+# writer rewrites random pages, each stamped whole with its index and a
+# version; the hook checks every page it copied out is one stamp and tells
+# of each that is not ("torn page sent"). A writer that copied into a page
+# being sent leaves one. (A reader of the backing file, which this test
+# used before, cannot tell a torn page from one a pwritev() is still
+# copying, when the daemon is preempted in the middle of it on a loaded
+# machine: it saw 3 once under ASan in CI.) With the pages in flight
+# ignored (fs.c pages_busy()), 12, 4, 10 and 14 torn pages sent in four runs.
 head -c 0 /dev/null >"$BACKING/t"
 python3 - "$BACKING/t" <<'PY'
 import struct, sys
@@ -106,24 +106,8 @@ with open(sys.argv[1], "wb") as f:
     for p in range(1024):
         f.write(struct.pack("<II", p, 0) * 512)
 PY
-UFS_TEST_SLOW_PAGES=1 mount_it torn --max 1M --stats "$WORK/stats5"
-python3 - "$BACKING/t" "$WORK/torn" <<'PY' &
-import os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-torn = reads = 0
-while not os.path.exists(sys.argv[2] + ".done"):
-    data = os.pread(fd, 1024 * 4096, 0)
-    reads += 1
-    for p in range(len(data) // 4096):
-        pg = data[p * 4096:(p + 1) * 4096]
-        if pg != pg[:8] * 512 and os.pread(fd, 4096, p * 4096) == pg:
-            torn += 1
-with open(sys.argv[2], "w") as f:
-    f.write(f"{reads} {torn}\n")
-PY
-reader=$!
-PIDS+=("$reader") # stopped by the cleanup if a check below fails
-python3 - "$WORK/mnt/t" "$WORK/model_t" "$WORK/torn" <<'PY' || fail "stamped rewrites"
+UFS_TEST_SLOW_PAGES=stamps mount_it torn --max 1M --stats "$WORK/stats5"
+python3 - "$WORK/mnt/t" "$WORK/model_t" <<'PY' || fail "stamped rewrites"
 import os, random, struct, sys
 rng = random.Random(20261205)
 fd = os.open(sys.argv[1], os.O_WRONLY)
@@ -137,15 +121,13 @@ for v in range(1, 12001):
 with open(sys.argv[2], "wb") as f:
     for q in range(1024):
         f.write(struct.pack("<II", q, model[q]) * 512)
-open(sys.argv[3] + ".done", "w").close()
 PY
-wait "$reader"
 unmount_it torn
-read -r reads torn <"$WORK/torn"
+torn=$(grep -c "torn page sent" "$WORK/torn.log" || true)
 passes=$(key_of "$WORK/stats5" writeback_passes)
-echo "stamped rewrites: $reads reads of the backing file, $torn torn pages; writeback_passes $passes," \
+echo "stamped rewrites: $torn torn pages sent; writeback_passes $passes," \
 	"writeback_waits $(key_of "$WORK/stats5" writeback_waits)"
 cmp "$BACKING/t" "$WORK/model_t" || fail "after the stamped rewrites, the backend's file differs from the model"
-[[ $torn == 0 ]] || fail "$torn pages of the backing file were torn (a write copied into a page being sent)"
+[[ $torn == 0 ]] || fail "$torn torn pages sent (a write copied into a page being sent)"
 [[ ${passes:-0} -gt 0 ]] || fail "no write went into a chunk under write-back without waiting"
 echo PASS
