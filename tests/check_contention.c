@@ -201,8 +201,9 @@ END_TEST
  * each writer, 16 points were under 0.99.
  * With 10 s commits every target but the windows' index holds (Jain
  * 1.0000 over the run, stalls of 7.6 s at most against 20, 0.976 of the
- * bound or more); 4, 16 and 64 writers at 2x have 0.92 to 0.99 over a
- * window, and 64 at 100x 0.989. Those are the windows in which a commit
+ * bound or more); 4, 16 and 64 writers at 2x have 0.82 to 0.93 over a
+ * window (0.59 to 0.99 in runs of 4 s, and 4 writers at 10x 0.964:
+ * bench/contention-sweep --len 4). Those are the windows in which a commit
  * stops or starts the writers (at 2x a max holds two commits' batches:
  * the writers wait most of the 10 s for each) and those with writers of
  * 4 KiB blocks only, eight of them a window: each writer progresses by a
@@ -214,11 +215,14 @@ END_TEST
  * large ones, 16 and 64 writers at 2x had 0.927 and 0.919, and 64 at 10x
  * a window 2.75 blocks apart.
  *
- * At max = bw x C (24 points of several writers, 6 of one) every stall is within target and the run at
- * 0.9 of the bound or more; Jain over the run is asserted at 0.97 there,
- * not 0.99 (0.9795 with 64 writers and 200 ms commits), and the windows
- * not at all (16 and 64 writers with 20 ms commits: 50 blocks apart in
- * the first window; docs/guide.md, "Not met yet").
+ * At max = bw x C (24 points of several writers, 6 of one) every stall is
+ * within target, the run at 0.9 of the bound or more and Jain over the run
+ * 0.99 or more (0.9902 with 64 writers and 200 ms commits: while the pace
+ * correction waited for eight blocks an estimate, the writers of 835 KiB
+ * blocks, two an estimate there, got 1.3 times the others' rate and 0.9795);
+ * the windows are not asserted there (16 and 64 writers with 20 ms
+ * commits: 50 blocks apart in the first window; docs/guide.md, "Not met
+ * yet").
  *
  * Before the writers' pace and virtual time: Jain 0.66 to 0.70 with mixed
  * blocks; before writers held by the order alone stopped taking a place in
@@ -314,8 +318,8 @@ START_TEST(test_writers_share)
 	ck_assert_msg(fabs(r.jain - sum * sum / ((double)n * sum2)) < 1e-3, "Jain recomputed");
 	ck_assert_msg(stall <= lim, "stall %.0f ms", (double)stall / 1e6);
 	ck_assert_msg(thr >= 0.9, "%.3f of the bound", thr);
-	if (mult == 1) { /* below the grid: live, and nearly fair over the run */
-		ck_assert_msg(r.jain >= 0.97, "Jain %.4f at max = bw x C", r.jain);
+	if (mult == 1) { /* below the grid: live, and fair over the run */
+		ck_assert_msg(r.jain >= 0.99, "Jain %.4f at max = bw x C", r.jain);
 		goto out;
 	}
 	ck_assert_msg(r.jain >= 0.99, "Jain %.4f", r.jain);
