@@ -311,15 +311,17 @@ void us__wb_lists(struct us_wb *wb)
  * 16 and 64 writers at 2x at Jain 0.93 and 0.92 over one; at one block an
  * estimate, two slow writers of 1 MiB blocks on a 2 MiB/s link beside a
  * fast one stalled 2.1 s against 2.0). A writer of blocks larger than its
- * least held sibling's keeps its factor while it is within half of one of
- * its blocks of the mean: where an estimate holds a few of its blocks, one
+ * least held sibling's keeps its factor while the mean over its average
+ * is within 1 +- half its block over the mean (its bytes about half a
+ * block off the mean): where an estimate holds a few of its blocks, one
  * more or less is that far off whatever its rate (corrected there, 64
  * writers of blocks up to 800 KiB with 1 ms commits at 100x had 26 to 47
- * MB in a 2 s window for 32 MB each, 20 blocks apart; not where all blocks
- * are alike: 16 writers of 1 MiB started 50 ms apart then ended together,
- * not in order). Corrections began at eight blocks an estimate before: at
- * max = bandwidth x commit latency, where the domain is at its limit most
- * of the time, the writers of large blocks (two an estimate) got 1.3 times
+ * MB in a 2 s window for 32 MB each, 20 blocks apart). Not where all
+ * blocks are alike: with a band of a whole block for every writer, 16
+ * writers of 1 MiB started 50 ms apart ended together, not in order.
+ * Corrections began at eight blocks an estimate before: at max =
+ * bandwidth x commit latency, where the domain is at its limit most of
+ * the time, the writers of large blocks (two an estimate) got 1.3 times
  * the others' rate uncorrected (64 writers with 200 ms commits: Jain 0.980
  * over the run, 0.996 now). Each writer's
  * bytes are a moving average over the estimates (a quarter of the way at
@@ -347,7 +349,8 @@ static void fair_update(us_object *o, double mean, double least)
 
 	/* (Only where an estimate holds one and a half of its blocks or more:
 	 * counted in blocks of which one comes or not, its bytes are noise;
-	 * and by what is more than half a block off where blocks differ.) */
+	 * and where blocks differ, only while mean / its average is off 1 by
+	 * more than half its block / mean.) */
 	if (mean > 0 && mean >= 1.5 * (double)o->rl_block) {
 		double r = mean / (o->rl_avg > 1 ? o->rl_avg : 1);
 		double dead = (double)o->rl_block > least ? 0.5 * (double)o->rl_block / mean : 0;
@@ -383,7 +386,7 @@ static void ratelimit_update(struct us_wb *wb, uint64_t now)
 		if (o->rl_wait_ns >= dt / 10 || o->stall_wait_ns) {
 			held++;
 			held_avg += o->rl_avg;
-			if (held == 1 || (double)o->rl_block < least)
+			if (o->rl_block && (!least || (double)o->rl_block < least))
 				least = (double)o->rl_block;
 			if ((double)o->rl_block > block)
 				block = (double)o->rl_block;
