@@ -78,6 +78,8 @@ struct ufs_loop {
 	int err;
 	unsigned idle; /* threads waiting to read */
 	unsigned threads, max_threads;
+	pthread_t *made;   /* every thread made, joined at the end */
+	unsigned n_made;
 	bool quick_names; /* the backend's namespace calls do not wait long */
 };
 
@@ -87,20 +89,22 @@ static _Thread_local bool is_reader;
 static void *worker(void *arg);
 
 /* Under lock: one more thread, with every signal blocked (they go to the
- * main thread). */
+ * main thread). Threads are joined, not detached: a thread that served a
+ * request holds libfuse's per-thread context, which its exit frees only
+ * while fuse_destroy() has not deleted the key yet (a detached thread
+ * still exiting then leaked it). */
 static void spawn(struct ufs_loop *l)
 {
 	sigset_t all, old;
-	pthread_attr_t attr;
-	pthread_t t;
 
+	if (l->n_made >= l->max_threads)
+		return;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &attr, worker, l) == 0)
+	if (pthread_create(&l->made[l->n_made], NULL, worker, l) == 0) {
+		l->n_made++;
 		l->threads++;
-	pthread_attr_destroy(&attr);
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
@@ -256,6 +260,9 @@ int ufs_loop_run(struct fuse_session *se, unsigned max_threads, bool quick_names
 			      .quick_names = quick_names };
 	int err;
 
+	l.made = calloc(l.max_threads, sizeof(*l.made));
+	if (!l.made)
+		return -ENOMEM;
 	pthread_mutex_init(&l.lock, NULL);
 	pthread_cond_init(&l.cond, NULL);
 	pthread_cond_init(&l.done_cond, NULL);
@@ -287,5 +294,8 @@ int ufs_loop_run(struct fuse_session *se, unsigned max_threads, bool quick_names
 		ufs_cond_wait(&l.done_cond, &l.lock, UFS_RANK_LOOP);
 	err = l.err;
 	ufs_mutex_unlock(&l.lock, UFS_RANK_LOOP);
+	for (unsigned i = 0; i < l.n_made; i++)
+		pthread_join(l.made[i], NULL);
+	free(l.made);
 	return err;
 }
