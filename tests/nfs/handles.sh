@@ -5,7 +5,9 @@
 # while the cache would keep it (--attr-cache 60s); times set to the
 # nanosecond; modes and owners right at once after create and setattr (the
 # attributes of the replies); a rename forgets the old paths; a create in a
-# known directory makes no walk from the root.
+# known directory makes no walk from the root; in a directory made here, a
+# create makes no LOOKUP3, and a name another client made there shows once
+# an exclusive create of it fails.
 source "$(dirname "$0")/common.sh"
 
 nfs_server_start "$WORK/export"
@@ -14,11 +16,11 @@ nfs_mount h "$WORK/mnt" --attr-cache 60s --stats "$WORK/stats"
 nfs_mount other "$WORK/other" --no-cache --attr-cache 0
 m=$WORK/mnt o=$WORK/other
 
-mkdir -p "$m/d/e"
-echo one >"$m/d/e/f"
-# Committed before the other client removes it (a file removed before its
-# commit: below).
-sync "$m/d/e/f"
+# The tree made by the other client and looked up here: the handles of d
+# and d/e cached. (A directory made here would answer the names it did not
+# make there missing for --attr-cache: below.)
+mkdir -p "$o/d/e"
+echo one >"$o/d/e/f"
 [[ $(cat "$m/d/e/f") == one ]] || fail "d/e/f through the mount"
 [[ $(cat "$o/d/e/f") == one ]] || fail "d/e/f through the other client"
 
@@ -75,6 +77,44 @@ echo "a create in d2/e/cN: $least calls (the least of three)"
 # (the name looked up and missing, the CREATE3, a GETATTR3 at most; a walk
 # from the root would add 3 LOOKUP3s)
 [[ $least -le 3 ]] || fail "a create made $least calls"
+
+# A directory made here holds only the names made here: the lookup before
+# each create is answered without a LOOKUP3 (nfs_made_misses), and a file
+# made by an open with O_TRUNC is not truncated (it is empty), so that 20
+# files made in it (echo >) take 20 CREATE3s, a SETATTR3 each (the times
+# given after the data) and a GETATTR3 at most: 60 calls (the writes and
+# commits are the write connection's, not counted here), where a LOOKUP3
+# and a SETATTR3 of the size more each made 87. A name the other client
+# made there meanwhile is not seen
+# until an exclusive create of it fails (EEXIST): the directory is then
+# forgotten and the name looked up.
+mkdir "$m/md"
+stats_next "$WORK/stats" || fail "no stats file written"
+before=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
+mbefore=$(nfs_stat "$WORK/stats" nfs_made_misses)
+for i in $(seq 20); do echo $i >"$m/md/f$i"; done
+stats_next "$WORK/stats" || fail "no stats file written"
+after=$(nfs_stat "$WORK/stats" nfs_handle_rpcs)
+mafter=$(nfs_stat "$WORK/stats" nfs_made_misses)
+echo "20 creates in a directory made here: $((after - before)) calls, $((mafter - mbefore)) lookups answered missing"
+[[ $((mafter - mbefore)) -ge 20 ]] || fail "$((mafter - mbefore)) lookups answered missing, not 20"
+[[ $((after - before)) -le 60 ]] || fail "20 creates in md made $((after - before)) calls"
+for i in $(seq 20); do
+	[[ $(cat "$o/md/f$i") == "$i" ]] || fail "md/f$i on the other client"
+done
+echo theirs >"$o/md/theirs"
+python3 -c '
+import os, sys
+try:
+    os.close(os.open(sys.argv[1], os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+except FileExistsError:
+    sys.exit(0)
+sys.exit("an exclusive create of a name the other client made succeeded")' "$m/md/theirs" ||
+	fail "O_EXCL over md/theirs"
+[[ $(cat "$m/md/theirs") == theirs ]] || fail "md/theirs after EEXIST: $(cat "$m/md/theirs" 2>&1)"
+rm "$m/md/f1"
+[[ ! -e $m/md/f1 && ! -e $o/md/f1 ]] || fail "md/f1 after rm"
+echo "a name made by the other client in md: EEXIST, then seen"
 
 # A directory listed (READDIRPLUS3) answers the lookups of its names that
 # follow, and each removal gives its directory's attributes: 20 files the

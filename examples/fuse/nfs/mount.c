@@ -189,7 +189,9 @@ int nfsb_attach(struct ufs *fs, const char *target)
 	pthread_mutex_init(&nb->ns_lock, NULL);
 	pthread_mutex_init(&nb->ac_lock, NULL);
 	nb->ac_ttl_ns = fs->opt.attr_cache_ns;
-	if (nb->ac_ttl_ns && !(nb->ac = calloc(AC_SLOTS, sizeof(*nb->ac)))) {
+	if (nb->ac_ttl_ns && (!(nb->ac = calloc(AC_SLOTS, sizeof(*nb->ac))) ||
+			      !(nb->made = calloc(NB_MADE_DIRS, sizeof(*nb->made))))) {
+		free(nb->ac);
 		free(nb->url);
 		free(nb);
 		fprintf(stderr, "unstable-fuse: out of memory\n");
@@ -273,6 +275,7 @@ fail:
 	free(nb->export);
 	free(nb->url);
 	free(nb->ac); /* (empty: nothing was looked up yet) */
+	free(nb->made);
 	free(nb->fhc);
 	free(nb);
 	fs->be_priv = NULL;
@@ -340,6 +343,7 @@ void nfsb_detach(struct ufs *fs)
 	free(nb->chan);
 	nfsb_ac_clear(nb);
 	free(nb->ac);
+	free(nb->made); /* (emptied with the attributes) */
 	nfsb_fh_clear(nb);
 	free(nb->fhc);
 	close(nb->wake[0]);
@@ -384,6 +388,7 @@ void nfsb_stats(struct ufs *fs, FILE *f)
 		"nfs_reads %llu\n"
 		"nfs_attr_cache_hits %llu\n"
 		"nfs_attr_cache_misses %llu\n"
+		"nfs_made_misses %llu\n"
 		"nfs_handle_rpcs %llu\n"
 		"nfs_ns_conns %u\n"
 		"nfs_ns_peak %llu\n\n",
@@ -407,6 +412,7 @@ void nfsb_stats(struct ufs *fs, FILE *f)
 		(unsigned long long)atomic_load(&nb->reads),
 		(unsigned long long)atomic_load(&nb->ac_hits),
 		(unsigned long long)atomic_load(&nb->ac_misses),
+		(unsigned long long)atomic_load(&nb->made_misses),
 		(unsigned long long)atomic_load(&nb->ns_rpcs), nb->nchan,
 		(unsigned long long)atomic_load(&nb->ns_peak));
 }

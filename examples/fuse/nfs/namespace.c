@@ -196,7 +196,233 @@ static void ac_forget_links(struct nb *nb, const char *keep, ino_t ino)
 	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
 }
 
-/* Forgets everything. */
+/* ------------------------------------------------------------------------ */
+/* Made directories                                                          */
+
+/*
+ * A directory this client made holds, for --attr-cache after its MKDIR3,
+ * the names this client made in it since and no other, as far as a client
+ * with attributes kept that long can know: the lookup of another name
+ * there is answered missing without a LOOKUP3 (nfs_made_misses), the
+ * round trip that a copy of a tree (cp -a, tar x) made before each create.
+ * The kernel's NFS client skips the same LOOKUP3 for an exclusive create;
+ * FUSE looks every name up first and does not say why. A name made, removed
+ * or failed to be made there is noted, or the directory forgotten (a create
+ * that failed may have been made all the same; EEXIST says another client
+ * made the name); a rename or a link forgets them all, as it does the
+ * attributes. Under ac_lock; without an attribute cache, nothing is kept.
+ */
+
+static size_t made_hash(const char *name)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *name; name++)
+		h = (h ^ (uint8_t)*name) * 1099511628211ull;
+	return (size_t)h;
+}
+
+static void made_free(struct nb_made *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		free(m->names[i]);
+	free(m->names);
+	free(m->path);
+	memset(m, 0, sizeof(*m));
+}
+
+/* The slot of name in m (its own, or the free one where it would go). */
+static size_t made_slot(const struct nb_made *m, const char *name)
+{
+	size_t i = made_hash(name) & (m->cap - 1);
+
+	while (m->names[i] && strcmp(m->names[i], name) != 0)
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+/* Adds name to m's names: false if it cannot (no memory, too many). */
+static bool made_add(struct nb_made *m, const char *name)
+{
+	if (m->cap && m->names[made_slot(m, name)])
+		return true;
+	if (m->n >= NB_MADE_NAMES)
+		return false;
+	if (2 * (m->n + 1) > m->cap) {
+		size_t cap = m->cap ? 2 * m->cap : 16;
+		char **old = m->names, **names = calloc(cap, sizeof(*names));
+		size_t ocap = m->cap;
+
+		if (!names)
+			return false;
+		m->names = names;
+		m->cap = cap;
+		for (size_t i = 0; i < ocap; i++)
+			if (old[i])
+				m->names[made_slot(m, old[i])] = old[i];
+		free(old);
+	}
+	{
+		size_t i = made_slot(m, name);
+
+		if (!(m->names[i] = strdup(name)))
+			return false;
+	}
+	m->n++;
+	return true;
+}
+
+/* Takes name out of m's names (open addressing: the run after it is put
+ * back). */
+static void made_del(struct nb_made *m, const char *name)
+{
+	size_t i;
+
+	if (!m->cap || !m->names[i = made_slot(m, name)])
+		return;
+	free(m->names[i]);
+	m->names[i] = NULL;
+	m->n--;
+	for (size_t j = (i + 1) & (m->cap - 1); m->names[j]; j = (j + 1) & (m->cap - 1)) {
+		char *e = m->names[j];
+
+		m->names[j] = NULL;
+		m->names[made_slot(m, e)] = e;
+	}
+}
+
+/* Under ac_lock: the made directory path[0..len), while its names are
+ * known (one past it is freed). */
+static struct nb_made *made_find(struct nb *nb, const char *path, size_t len)
+{
+	uint64_t now = mono_ns();
+
+	for (size_t i = 0; i < NB_MADE_DIRS; i++) {
+		struct nb_made *m = &nb->made[i];
+
+		if (!m->path)
+			continue;
+		if (now >= m->until_ns) {
+			made_free(m);
+			continue;
+		}
+		if (strlen(m->path) == len && memcmp(m->path, path, len) == 0)
+			return m;
+	}
+	return NULL;
+}
+
+/* Splits path at its last '/': the directory's length (1 for the root)
+ * and the name. */
+static size_t made_split(const char *path, const char **name)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash || !slash[1])
+		return 0;
+	*name = slash + 1;
+	return slash == path ? 1 : (size_t)(slash - path);
+}
+
+/* Under ac_lock: forgets every made directory. */
+static void made_clear_locked(struct nb *nb)
+{
+	if (!nb->made)
+		return;
+	for (size_t i = 0; i < NB_MADE_DIRS; i++)
+		if (nb->made[i].path)
+			made_free(&nb->made[i]);
+}
+
+/* After a call that made path, or tried to (made: whether it did): noted
+ * in its directory, if that is a made one, or the directory forgotten. A
+ * directory made is then a made one itself (dir). */
+static void made_note(struct nb *nb, const char *path, bool made, bool dir)
+{
+	const char *name = NULL;
+	size_t len;
+	struct nb_made *m;
+
+	if (!nb->made)
+		return;
+	len = made_split(path, &name);
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	if (len && (m = made_find(nb, path, len)) && (!made || !made_add(m, name)))
+		made_free(m);
+	if (made && dir) {
+		struct nb_made *slot = NULL;
+
+		/* (one of the name before, forgotten: it cannot still be) */
+		if ((m = made_find(nb, path, strlen(path))))
+			made_free(m);
+		for (size_t i = 0; i < NB_MADE_DIRS; i++) {
+			m = &nb->made[i];
+			if (!m->path) {
+				slot = m;
+				break;
+			}
+			if (!slot || m->seq < slot->seq)
+				slot = m;
+		}
+		if (slot->path)
+			made_free(slot);
+		if ((slot->path = strdup(path))) {
+			slot->until_ns = mono_ns() + nb->ac_ttl_ns;
+			slot->seq = ++nb->made_seq;
+		}
+	}
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+}
+
+/* After a call that removed path, or tried to: out of its directory's
+ * names (the directory forgotten if the call failed), and a directory
+ * removed forgotten with those below it. */
+static void made_gone(struct nb *nb, const char *path, bool removed)
+{
+	const char *name = NULL;
+	size_t len, plen = strlen(path);
+	struct nb_made *m;
+
+	if (!nb->made)
+		return;
+	len = made_split(path, &name);
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	if (len && (m = made_find(nb, path, len))) {
+		if (removed)
+			made_del(m, name);
+		else
+			made_free(m);
+	}
+	for (size_t i = 0; i < NB_MADE_DIRS; i++) {
+		const char *q = nb->made[i].path;
+
+		if (q && strncmp(q, path, plen) == 0 && (q[plen] == '\0' || q[plen] == '/'))
+			made_free(&nb->made[i]);
+	}
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+}
+
+/* Whether path is known missing: a name this client did not make in a
+ * directory it made. */
+static bool made_missing(struct nb *nb, const char *path)
+{
+	const char *name = NULL;
+	size_t len;
+	struct nb_made *m;
+	bool missing = false;
+
+	if (!nb->made || !(len = made_split(path, &name)))
+		return false;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	if ((m = made_find(nb, path, len)))
+		missing = !m->cap || !m->names[made_slot(m, name)];
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	if (missing)
+		atomic_fetch_add(&nb->made_misses, 1);
+	return missing;
+}
+
+/* Forgets everything: the attributes and the made directories. */
 void nfsb_ac_clear(struct nb *nb)
 {
 	if (!nb->ac)
@@ -207,6 +433,7 @@ void nfsb_ac_clear(struct nb *nb)
 		free(nb->ac[i].path);
 		nb->ac[i].path = NULL;
 	}
+	made_clear_locked(nb);
 	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
 }
 
@@ -432,6 +659,7 @@ static int open_path(struct nb *nb, struct ufs_bfile *f, int flags, mode_t mode)
 				      &pst, &have_pst));
 		ac_forget_put(nb, f->path, true, rc == 0 && have ? &st : NULL,
 			      rc == 0 && have_pst ? &pst : NULL, gen, &now);
+		made_note(nb, f->path, rc == 0, false);
 	} else {
 		WITH_HANDLE(nb, rc, nfsb_resolve(nb, f->path, &fh, &st, &have));
 	}
@@ -825,6 +1053,7 @@ static int remove_path(struct ufs *fs, const char *rel, bool dir)
 		return -ENOMEM;
 	known = ac_peek(nb, p, &st);
 	WITH_HANDLE(nb, rc, nfsb_remove(nb, p, dir, &pst, &have_pst));
+	made_gone(nb, p, rc == 0);
 	if (dir)
 		nfsb_fh_forget_tree(nb, p);
 	else
@@ -892,6 +1121,8 @@ static int stat_abs(struct nb *nb, const char *p, struct stat *st, bool follow)
 
 	if (ac_get(nb, p, follow, st, &rc, &gen))
 		return rc;
+	if (made_missing(nb, p))
+		return -ENOENT;
 	rc = stat_call(nb, p, st, follow);
 	ac_put(nb, p, follow, rc < 0 ? rc : 0, st, gen);
 	return rc < 0 ? rc : 0;
@@ -939,6 +1170,7 @@ static int nfs_mkdir_path(struct ufs *fs, const char *rel, mode_t mode)
 	WITH_HANDLE(nb, rc, nfsb_make(nb, p, true, true, mode, &fh, &st, &have, &pst, &have_pst));
 	ac_forget_put(nb, p, true, rc == 0 && have ? &st : NULL, rc == 0 && have_pst ? &pst : NULL,
 		      gen, &now);
+	made_note(nb, p, rc == 0, true);
 	free(p);
 	return rc;
 }
@@ -969,6 +1201,7 @@ static int nfs_mknod_path(struct ufs *fs, const char *rel, mode_t mode, dev_t rd
 		WITH_HANDLE(nb, rc, nfsb_mknod(nb, p, mode, rdev));
 		nfsb_ac_forget(nb, p);
 	}
+	made_note(nb, p, rc == 0, false);
 	free(p);
 	return rc < 0 ? rc : 0;
 }
@@ -987,6 +1220,7 @@ static int nfs_symlink_path(struct ufs *fs, const char *target, const char *rel)
 	ufs_mutex_lock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	WITH_HANDLE(nb, rc, nfsb_symlink(nb, target, p));
 	nfsb_ac_forget(nb, p);
+	made_note(nb, p, rc == 0, false);
 	ufs_mutex_unlock(&nb->ns_lock, UFS_RANK_NFS_NS);
 	free(p);
 	return rc < 0 ? rc : 0;

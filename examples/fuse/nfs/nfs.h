@@ -332,6 +332,8 @@ struct nb {
 	pthread_mutex_t ac_lock;
 	struct ac_ent *ac;
 	uint64_t ac_gen, ac_ttl_ns;
+	struct nb_made *made; /* directories this client made (namespace.c), NB_MADE_DIRS */
+	uint64_t made_seq;
 	uint32_t name_max; /* the server's, from PATHCONF3 (0: not known) */
 	struct nb_nc *nc;  /* made at its first call (conn.c nfsb_nc_call()) */
 
@@ -375,7 +377,8 @@ struct nb {
 	/* statistics (atomic: the stats thread reads them) */
 	atomic_uint_fast64_t writes, write_bytes, stable_replies, commits, verf_changes, lost_bufs,
 		reconnects, write_errors, commit_errors, commit_resends, reads, outage_ms, outage_last_ms,
-		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses, ns_rpcs, early_commits, ns_peak;
+		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses, ns_rpcs, early_commits, ns_peak,
+		made_misses;
 	struct timespec down_since;
 };
 
@@ -393,6 +396,19 @@ struct ac_ent {
 	int rc; /* 0, or -ENOENT */
 	struct stat st;
 	uint64_t until_ns;
+};
+
+/* A directory this client made, and the names it made in it since
+ * (namespace.c "Made directories"), under ac_lock. */
+#define NB_MADE_DIRS 64
+#define NB_MADE_NAMES 16384 /* more made in one: it is forgotten */
+
+struct nb_made {
+	char *path;	   /* absolute; NULL: free */
+	uint64_t until_ns; /* its names known until then */
+	uint64_t seq;	   /* the newest made is kept when the table is full */
+	char **names;	   /* open addressing, cap a power of two */
+	size_t n, cap;
 };
 
 /* mount.c */
