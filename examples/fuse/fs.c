@@ -1702,8 +1702,12 @@ out:
 /* ------------------------------------------------------------------------ */
 /* Open, close, sync                                                         */
 
+/* A descriptor of f opened by path: trunc for O_TRUNC; made when the open
+ * has just made the file, which is then empty and not truncated (as Linux
+ * skips that truncate), unless the inode table still holds data of its
+ * number (a server may give a removed file's number to a new one). */
 static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi, bool trunc,
-		  const char *path)
+		  bool made, const char *path)
 {
 	struct fuse_context *ctx = fuse_get_context();
 	struct ufs_handle *h = calloc(1, sizeof(*h));
@@ -1723,6 +1727,15 @@ static int attach(struct ufs *fs, struct ufs_bfile *f, struct fuse_file_info *fi
 	if (h->ino) {
 		h->since = atomic_load(&h->ino->err_seen);
 		h->trust_seen = atomic_load(&h->ino->trust_errs);
+	}
+	if (trunc && made) {
+		if (h->ino) {
+			ufs_rwlock_rdlock(&h->ino->data_lock, UFS_RANK_DATA);
+			trunc = h->ino->size != 0;
+			ufs_rwlock_unlock(&h->ino->data_lock, UFS_RANK_DATA);
+		} else {
+			trunc = false;
+		}
 	}
 	if (trunc)
 		rc = h->ino ? inode_truncate(fs, h->ino, 0) : fs->be->ftruncate(fs, f, 0);
@@ -1760,7 +1773,7 @@ static int ufs_open(const char *path, struct fuse_file_info *fi)
 
 	if (rc)
 		return rc;
-	return attach(fs, f, fi, fi->flags & O_TRUNC, path);
+	return attach(fs, f, fi, fi->flags & O_TRUNC, false, path);
 }
 
 /*
@@ -1828,10 +1841,9 @@ static int ufs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	}
 	if (rc)
 		return rc;
-	/* A file made here is empty: O_TRUNC has nothing to do (as Linux
-	 * skips the truncate of a file its open created), a SETATTR3 per
-	 * file less in a copy through the NFS backend. */
-	return attach(fs, f, fi, (fi->flags & O_TRUNC) && !made, path);
+	/* A file made here is empty: O_TRUNC has nothing to do, a SETATTR3
+	 * per file less in a copy through the NFS backend (attach()). */
+	return attach(fs, f, fi, fi->flags & O_TRUNC, made, path);
 }
 
 /* close(): a descriptor that wrote starts the file's write-back and gets

@@ -422,6 +422,41 @@ static bool made_missing(struct nb *nb, const char *path)
 	return missing;
 }
 
+/* After a listing of the directory d: forgotten as a made one if it
+ * holds a name this client did not make there (another client's), which
+ * a lookup would else answer missing once its attributes are gone. */
+static void made_listed(struct nb *nb, const struct ufs_bfile *d)
+{
+	struct nb_made *m;
+
+	if (!nb->made)
+		return;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	if ((m = made_find(nb, d->path, strlen(d->path)))) {
+		for (size_t i = 0; i < d->nents; i++) {
+			const char *name = d->ents[i].name;
+
+			if (strcmp(name, ".") && strcmp(name, "..") &&
+			    (!m->cap || !m->names[made_slot(m, name)])) {
+				made_free(m);
+				break;
+			}
+		}
+	}
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+}
+
+/* Forgets the made directories (a handle found stale: another client
+ * changed the tree). */
+static void made_clear(struct nb *nb)
+{
+	if (!nb->made)
+		return;
+	ufs_mutex_lock(&nb->ac_lock, UFS_RANK_NFS_AC);
+	made_clear_locked(nb);
+	ufs_mutex_unlock(&nb->ac_lock, UFS_RANK_NFS_AC);
+}
+
 /* Forgets everything: the attributes and the made directories. */
 void nfsb_ac_clear(struct nb *nb)
 {
@@ -574,6 +609,7 @@ static struct ufs_bfile *bfile_new(const char *rel)
 		if (rc != -ESTALE)                   \
 			break;                       \
 		nfsb_fh_clear(nb);                   \
+		made_clear(nb);                      \
 	}
 
 /* Under ac_lock: whether f's path names f, as far as the handle cache
@@ -982,6 +1018,7 @@ static int nfs_opendir_path(struct ufs *fs, const char *rel, struct ufs_bfile **
 		free(f);
 		return rc < 0 ? rc : -EIO;
 	}
+	made_listed(nb, f);
 	plen = strlen(f->path);
 	for (size_t i = 0; i < f->nents; i++) {
 		const struct nb_dirent *d = &f->ents[i];
