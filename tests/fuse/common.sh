@@ -24,6 +24,12 @@ fail() {
 	[[ -n ${WORK:-} ]] || exit 1
 	for f in "$WORK"/*.log "$WORK"/*.out; do
 		[[ -f $f ]] || continue
+		# A sanitizer's report: its first lines (the error and the
+		# stacks), which the end of a long report leaves out.
+		if grep -q -E '^==[0-9]+==ERROR|runtime error:' "$f"; then
+			echo "--- ${f##*/} (the sanitizer's report, first 60 lines)" >&2
+			grep -m1 -A60 -E '^==[0-9]+==ERROR|runtime error:' "$f" >&2
+		fi
 		echo "--- ${f##*/} (last 15 lines)" >&2
 		tail -n 15 "$f" >&2
 	done
