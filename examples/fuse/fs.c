@@ -535,12 +535,19 @@ static int inode_destroy(struct ufs *fs, struct ufs_inode *ino, bool wait)
 	/* The reaper's: an error nobody was told of stays with the file. */
 	if (!wait && us_object_errseq(ino->obj) != atomic_load(&ino->err_seen))
 		return -EBUSY;
-	/* No reply of the backend's may name the object once destroyed. */
+	/* No reply of the backend's may name the object once destroyed: no
+	 * commit is sent from here on (one the engine is calling for would
+	 * leave after the drain), and those in flight are waited for. */
+	if (fs->be->seal)
+		fs->be->seal(fs, ino->file, true);
 	if (fs->be->drain)
 		fs->be->drain(fs, ino->file);
 	for (tries = 0; (rc = us_object_destroy(ino->obj)) == -EBUSY && wait && tries < 1000;
 	     tries++)
 		sleep_ms(1);
+	/* Kept: its commits are sent again. */
+	if (rc && fs->be->seal)
+		fs->be->seal(fs, ino->file, false);
 	return rc;
 }
 

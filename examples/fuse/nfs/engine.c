@@ -2,7 +2,7 @@
  * unstable-fuse, NFSv3 backend (nfs.h): the engine's callbacks. The flush
  * (a run cut into WRITE3s sent on the write connection, chunks written in
  * part as WRITE3s of their pages), the commit (COMMIT3 through the service
- * thread), and the drain of a file's RPCs.
+ * thread), and the seal and drain of a file's RPCs.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -238,6 +238,12 @@ static int commit_send(struct nb *nb, struct ufs_bfile *f, us_object *obj, bool 
 		if (early)
 			atomic_fetch_sub(&f->early, 1);
 		free(r);
+		/* Sealed: its object is being destroyed, with nothing left
+		 * to commit (else the destruction fails, and unseals). */
+		if (rc == -ECANCELED) {
+			atomic_fetch_add(&nb->sealed_commits, 1);
+			return 0;
+		}
 		return rc;
 	}
 	atomic_fetch_add(&nb->commits, 1);
@@ -252,6 +258,8 @@ int nfsb_commit(void *ctx, us_object *obj, enum us_reason reason)
 	struct ufs_inode *ino = us_object_user(obj);
 
 	(void)reason;
+	if (nb_of(fs)->test_commit_delay_ms)
+		poll(NULL, 0, (int)nb_of(fs)->test_commit_delay_ms);
 	return commit_send(nb_of(fs), ino->file, obj, false);
 }
 
@@ -276,6 +284,15 @@ void nfsb_early_commit(struct nb *nb, struct ufs_bfile *f, us_object *obj, uint6
 	/* Not sent (no memory, the mount stopping): the engine's commits
 	 * remain. */
 	(void)commit_send(nb, f, obj, true);
+}
+
+void nfsb_seal(struct ufs *fs, struct ufs_bfile *f, bool sealed)
+{
+	struct nb *nb = nb_of(fs);
+
+	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
+	f->sealed = sealed;
+	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);
 }
 
 void nfsb_drain(struct ufs *fs, struct ufs_bfile *f)

@@ -186,6 +186,11 @@ int nfsb_attach(struct ufs *fs, const char *target)
 	}
 	nb->fs = fs;
 	nb->wake[0] = nb->wake[1] = -1;
+	{
+		const char *v = getenv("UFS_TEST_COMMIT_DELAY_MS");
+
+		nb->test_commit_delay_ms = v ? (unsigned)strtoul(v, NULL, 10) : 0;
+	}
 	pthread_mutex_init(&nb->ns_lock, NULL);
 	pthread_mutex_init(&nb->ac_lock, NULL);
 	nb->ac_ttl_ns = fs->opt.attr_cache_ns;
@@ -378,6 +383,7 @@ void nfsb_stats(struct ufs *fs, FILE *f)
 		"nfs_commits %llu\n"
 		"nfs_early_commits %llu\n"
 		"nfs_commit_errors %llu\n"
+		"nfs_sealed_commits %llu\n"
 		"nfs_commit_resends %llu\n"
 		"nfs_verifier_changes %llu\n"
 		"nfs_resent_bytes %llu\n"
@@ -402,6 +408,7 @@ void nfsb_stats(struct ufs *fs, FILE *f)
 		(unsigned long long)atomic_load(&nb->commits),
 		(unsigned long long)atomic_load(&nb->early_commits),
 		(unsigned long long)atomic_load(&nb->commit_errors),
+		(unsigned long long)atomic_load(&nb->sealed_commits),
 		(unsigned long long)atomic_load(&nb->commit_resends),
 		(unsigned long long)atomic_load(&nb->verf_changes),
 		(unsigned long long)(atomic_load(&nb->lost_bufs) * UFS_CHUNK_BYTES),

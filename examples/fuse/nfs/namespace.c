@@ -1419,6 +1419,7 @@ const struct ufs_backend ufs_backend_nfs = {
 	.flush = nfsb_flush,
 	.commit = nfsb_commit,
 	.drain = nfsb_drain,
+	.seal = nfsb_seal,
 	.open = nfs_open_file,
 	.reopen_rw = nfs_reopen_rw,
 	.close = nfs_close_file,

@@ -261,6 +261,7 @@ struct ufs_bfile {
 	unsigned fhlen;
 	unsigned inflight; /* data RPCs in flight or waiting to be resent; under nb->lock */
 	unsigned wslots;   /* WRITE3s on the write connection (nfsb_wc_slot); under nb->lock */
+	bool sealed;	   /* no COMMIT3 is sent (nfsb_seal()); under nb->lock */
 	/* Bytes answered UNSTABLE since the last COMMIT3 of the file was
 	 * sent, and the backend's own commits of it in flight (nfsb_early_commit()). */
 	_Atomic uint64_t acked;
@@ -378,8 +379,13 @@ struct nb {
 	atomic_uint_fast64_t writes, write_bytes, stable_replies, commits, verf_changes, lost_bufs,
 		reconnects, write_errors, commit_errors, commit_resends, reads, outage_ms, outage_last_ms,
 		wreconnects, peak_file_rpcs, page_writes, ac_hits, ac_misses, ns_rpcs, early_commits, ns_peak,
-		made_misses;
+		made_misses, sealed_commits;
 	struct timespec down_since;
+	/* A test hook (tests/nfs/seal.sh): UFS_TEST_COMMIT_DELAY_MS in the
+	 * daemon's environment delays each commit callback of the engine's
+	 * that long before it sends, widening the window nfsb_seal() closes.
+	 * Not for any other use. */
+	unsigned test_commit_delay_ms;
 };
 
 static inline struct nb *nb_of(struct ufs *fs)
@@ -452,6 +458,7 @@ int nfsb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_
 int nfsb_commit(void *ctx, us_object *obj, enum us_reason reason);
 void nfsb_early_commit(struct nb *nb, struct ufs_bfile *f, us_object *obj, uint64_t bytes);
 void nfsb_drain(struct ufs *fs, struct ufs_bfile *f);
+void nfsb_seal(struct ufs *fs, struct ufs_bfile *f, bool sealed);
 
 /* namespace.c */
 void nfsb_ac_forget(struct nb *nb, const char *path);

@@ -156,7 +156,9 @@ static int req_send(struct nb *nb, struct req *r)
  * Sends r: waits for a slot under the cap (writes only) and, when wait_up,
  * for the connection. An engine commit while the connection is down is kept
  * and sent once it is back. 0 once queued (its callback will finish it),
- * or -ENOTCONN (down and not waiting), -ESHUTDOWN, -EIO.
+ * or -ENOTCONN (down and not waiting), -ESHUTDOWN, -EIO; -ECANCELED for a
+ * commit of a file sealed (nfsb_seal()), checked under the same hold of the
+ * lock that counts it in flight, so a drain after the seal waits for it.
  */
 int nfsb_req_submit(struct nb *nb, struct req *r, bool wait_up)
 {
@@ -173,6 +175,10 @@ int nfsb_req_submit(struct nb *nb, struct req *r, bool wait_up)
 	for (;;) {
 		if (nb->stop) {
 			rc = -ESHUTDOWN;
+			goto out;
+		}
+		if (r->kind == REQ_COMMIT && r->file->sealed) {
+			rc = -ECANCELED;
 			goto out;
 		}
 		if (!nb->up && r->kind == REQ_COMMIT && !r->waited) {
