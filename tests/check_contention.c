@@ -219,9 +219,12 @@ END_TEST
  * s of the bound), a margin a small change to the pace can take. While the
  * pace correction waited for eight blocks an estimate, the writers of 835
  * KiB blocks, two an estimate there, got 1.3 times the others' rate: 0.9795.
- * The windows are not asserted there (16 and 64 writers with 20 ms
- * commits: 50 blocks apart in the first window; docs/guide.md, "Not met
- * yet").
+ * The windows are asserted there up to 1 s commits: 16 and 64 writers
+ * with 20 ms commits had 0.960 and 0.974 over the first window (47 to 51
+ * blocks apart), 64 with 200 ms commits 0.962, while the writers' share
+ * came from the link's rate and not from what the max lets through (wb.c
+ * pipe_bound()). With 4 s and 10 s commits a window holds a block or two
+ * of each writer (docs/guide.md, "Not met yet").
  *
  * Before the writers' pace and virtual time: Jain 0.66 to 0.70 with mixed
  * blocks; before writers held by the order alone stopped taking a place in
@@ -317,8 +320,11 @@ START_TEST(test_writers_share)
 	ck_assert_msg(fabs(r.jain - sum * sum / ((double)n * sum2)) < 1e-3, "Jain recomputed");
 	ck_assert_msg(stall <= lim, "stall %.0f ms", (double)stall / 1e6);
 	ck_assert_msg(thr >= 0.9, "%.3f of the bound", thr);
-	if (mult == 1) { /* below the grid: live, and fair over the run */
+	if (mult == 1) { /* below the grid: live, fair over the run and, to 1 s commits, windows */
 		ck_assert_msg(r.jain >= 0.99, "Jain %.4f at max = bw x C", r.jain);
+		if (clat_ms <= 1000)
+			ck_assert_msg(r.jain_window >= 0.99, "Jain %.4f over a window at max = bw x C",
+				      r.jain_window);
 		goto out;
 	}
 	ck_assert_msg(r.jain >= 0.99, "Jain %.4f", r.jain);
