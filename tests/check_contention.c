@@ -215,16 +215,18 @@ END_TEST
  *
  * At max = bw x C (24 points of several writers, 6 of one) every stall is
  * within target, the run at 0.9 of the bound or more and Jain over the run
- * 0.99 or more: 0.9902 with 64 writers and 200 ms commits (0.9957 with 12
- * s of the bound), a margin a small change to the pace can take. While the
+ * 0.99 or more: 0.9989 at least (64 writers, 200 ms and 1 s commits; 0.9902
+ * before wb.c pipe_bound(), a margin a small change to the pace took). While the
  * pace correction waited for eight blocks an estimate, the writers of 835
  * KiB blocks, two an estimate there, got 1.3 times the others' rate: 0.9795.
  * The windows are asserted there up to 1 s commits: 16 and 64 writers
  * with 20 ms commits had 0.960 and 0.974 over the first window (47 to 51
  * blocks apart), 64 with 200 ms commits 0.962, while the writers' share
  * came from the link's rate and not from what the max lets through (wb.c
- * pipe_bound()). With 4 s and 10 s commits a window holds a block or two
- * of each writer (docs/guide.md, "Not met yet").
+ * pipe_bound()); 0.9902 at least now (64 writers, 200 ms commits: a
+ * deterministic figure, but a margin a small change to the pace can
+ * take). With 4 s and 10 s commits a window holds a block or two of each
+ * writer (docs/guide.md, "Not met yet").
  *
  * Before the writers' pace and virtual time: Jain 0.66 to 0.70 with mixed
  * blocks; before writers held by the order alone stopped taking a place in

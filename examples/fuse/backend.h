@@ -87,10 +87,11 @@ struct ufs_backend {
 	void (*drain)(struct ufs *fs, struct ufs_bfile *f);
 	/* With sealed, no commit of the file is sent from then on: the commit
 	 * callback answers 0 without sending it, until called again without.
-	 * Before the drain that precedes the object's destruction: a commit
-	 * callback the engine is running meanwhile (the object busy) would
-	 * otherwise send a commit after the drain, whose reply names the
-	 * object freed. May be NULL (a backend whose commit is synchronous). */
+	 * Before the drain that precedes the object's destruction, once its
+	 * data is all committed or dropped: a commit callback the engine is
+	 * running meanwhile (the object busy) would otherwise send a commit
+	 * after the drain, whose reply names the object freed. May be NULL (a
+	 * backend whose commit is synchronous). */
 	void (*seal)(struct ufs *fs, struct ufs_bfile *f, bool sealed);
 
 	/* Files. open: flags as open(2) (O_CREAT, O_EXCL honoured; never

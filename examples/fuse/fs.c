@@ -526,6 +526,30 @@ static void inode_teardown_end(struct ufs *fs, struct ufs_inode *ino, int rc)
 		ifree(fs, ino);
 }
 
+/* Whether ino has a chunk dirty or in writeback, or (with unstable) one
+ * written and not committed yet. */
+static bool inode_holds(struct ufs_inode *ino, bool unstable)
+{
+	uint64_t off = 0;
+	us_buf *b;
+
+	while (us_buf_next(ino->obj, off, &b) == 0) {
+		int state = us_buf_state(b);
+
+		off = us_buf_offset(b) + us_buf_length(b);
+		us_buf_put(b);
+		if (state == US_BUF_DIRTY || state == US_BUF_WRITEBACK ||
+		    (unstable && state == US_BUF_UNSTABLE))
+			return true;
+	}
+	return false;
+}
+
+static bool inode_unwritten(struct ufs_inode *ino)
+{
+	return inode_holds(ino, false);
+}
+
 /* Destroys ino's object (the inode is closing); tries while a flusher's call
  * on it is still returning (brief) when wait. 0 or -EBUSY. */
 static int inode_destroy(struct ufs *fs, struct ufs_inode *ino, bool wait)
@@ -534,6 +558,11 @@ static int inode_destroy(struct ufs *fs, struct ufs_inode *ino, bool wait)
 
 	/* The reaper's: an error nobody was told of stays with the file. */
 	if (!wait && us_object_errseq(ino->obj) != atomic_load(&ino->err_seen))
+		return -EBUSY;
+	/* Data still to write or commit keeps the object (its chunks are
+	 * pinned), and a seal would refuse the commits it waits for: the
+	 * engine's slot for each stayed taken until its commit timed out. */
+	if (inode_holds(ino, true))
 		return -EBUSY;
 	/* No reply of the backend's may name the object once destroyed: no
 	 * commit is sent from here on (one the engine is calling for would
@@ -619,23 +648,6 @@ static void inode_release(struct ufs *fs, struct ufs_inode *ino, bool may_keep)
 static void inode_put(struct ufs *fs, struct ufs_inode *ino)
 {
 	inode_release(fs, ino, true);
-}
-
-/* Whether ino has a chunk dirty or in writeback. */
-static bool inode_unwritten(struct ufs_inode *ino)
-{
-	uint64_t off = 0;
-	us_buf *b;
-
-	while (us_buf_next(ino->obj, off, &b) == 0) {
-		int state = us_buf_state(b);
-
-		off = us_buf_offset(b) + us_buf_length(b);
-		us_buf_put(b);
-		if (state == US_BUF_DIRTY || state == US_BUF_WRITEBACK)
-			return true;
-	}
-	return false;
 }
 
 /* A closed file, taken by the reaper, with times or a mode that wait for
@@ -1000,6 +1012,23 @@ int ufs_engine_stop(struct ufs *fs)
 		pthread_join(fs->reaper, NULL);
 		fs->reaper_on = false;
 		pthread_cond_destroy(&fs->reaper_cond);
+	}
+	/* A reply of the backend's still on its way (a commit of its own,
+	 * sent as the last writes were answered, after the one that cleaned
+	 * the data) must not name an object destroyed: each file whose data
+	 * is all written and committed (the caller synced) is sealed, no
+	 * commit being asked for it, and drained. One still holding data is
+	 * written back and committed by the shutdown, its commits sent. */
+	for (i = 0; fs->be->drain && i < UFS_HASH; i++) {
+		struct ufs_inode *ino;
+
+		for (ino = fs->itable[i]; ino; ino = ino->next) {
+			if (inode_holds(ino, true))
+				continue;
+			if (fs->be->seal)
+				fs->be->seal(fs, ino->file, true);
+			fs->be->drain(fs, ino->file);
+		}
 	}
 	/* Writes back and commits everything, then destroys the objects. */
 	rc = us_engine_shutdown(fs->engine);

@@ -238,8 +238,10 @@ static int commit_send(struct nb *nb, struct ufs_bfile *f, us_object *obj, bool 
 		if (early)
 			atomic_fetch_sub(&f->early, 1);
 		free(r);
-		/* Sealed: its object is being destroyed, with nothing left
-		 * to commit (else the destruction fails, and unseals). */
+		/* Sealed: its object is being destroyed, and nothing of it
+		 * is left to commit (a file holding data is not sealed:
+		 * fs.c inode_destroy()); the engine's slot for the commit
+		 * was freed as its data left UNSTABLE. */
 		if (rc == -ECANCELED) {
 			atomic_fetch_add(&nb->sealed_commits, 1);
 			return 0;

@@ -156,9 +156,10 @@ static int req_send(struct nb *nb, struct req *r)
  * Sends r: waits for a slot under the cap (writes only) and, when wait_up,
  * for the connection. An engine commit while the connection is down is kept
  * and sent once it is back. 0 once queued (its callback will finish it),
- * or -ENOTCONN (down and not waiting), -ESHUTDOWN, -EIO; -ECANCELED for a
- * commit of a file sealed (nfsb_seal()), checked under the same hold of the
- * lock that counts it in flight, so a drain after the seal waits for it.
+ * or -ENOTCONN (down and not waiting), -ESHUTDOWN, -EIO; -ECANCELED for an
+ * engine's commit of a file sealed (nfsb_seal()), checked under the same
+ * hold of the lock that counts it in flight, so a drain after the seal
+ * waits for it (a commit waited for, fsync's, is on an open file: sent).
  */
 int nfsb_req_submit(struct nb *nb, struct req *r, bool wait_up)
 {
@@ -177,7 +178,7 @@ int nfsb_req_submit(struct nb *nb, struct req *r, bool wait_up)
 			rc = -ESHUTDOWN;
 			goto out;
 		}
-		if (r->kind == REQ_COMMIT && r->file->sealed) {
+		if (r->kind == REQ_COMMIT && r->file->sealed && !r->waited) {
 			rc = -ECANCELED;
 			goto out;
 		}
