@@ -223,9 +223,9 @@ END_TEST
  * with 20 ms commits had 0.960 and 0.974 over the first window (47 to 51
  * blocks apart), 64 with 200 ms commits 0.962, while the writers' share
  * came from the link's rate and not from what the max lets through (wb.c
- * pipe_bound()); 0.9902 at least now (64 writers, 200 ms commits: a
- * deterministic figure, but a margin a small change to the pace can
- * take). With 4 s and 10 s commits a window holds a block or two of each
+ * pipe_bound()); the least of the windows asserted there is 0.9902 now
+ * (64 writers, 200 ms commits: a deterministic figure, but a margin a
+ * small change to the pace can take). With 4 s and 10 s commits a window holds a block or two of each
  * writer (docs/guide.md, "Not met yet").
  *
  * Before the writers' pace and virtual time: Jain 0.66 to 0.70 with mixed

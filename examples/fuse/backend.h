@@ -90,8 +90,11 @@ struct ufs_backend {
 	 * Before the drain that precedes the object's destruction, once its
 	 * data is all committed or dropped: a commit callback the engine is
 	 * running meanwhile (the object busy) would otherwise send a commit
-	 * after the drain, whose reply names the object freed. May be NULL (a
-	 * backend whose commit is synchronous). */
+	 * after the drain, whose reply names the object freed. With f NULL,
+	 * the backend sends no commit of its own from then on, for any file
+	 * (the engine shuts down: only the engine's commits, one of an object
+	 * at a time, are left to answer). May be NULL (a backend whose commit
+	 * is synchronous). */
 	void (*seal)(struct ufs *fs, struct ufs_bfile *f, bool sealed);
 
 	/* Files. open: flags as open(2) (O_CREAT, O_EXCL honoured; never

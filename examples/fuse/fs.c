@@ -1014,18 +1014,20 @@ int ufs_engine_stop(struct ufs *fs)
 		pthread_cond_destroy(&fs->reaper_cond);
 	}
 	/* A reply of the backend's still on its way (a commit of its own,
-	 * sent as the last writes were answered, after the one that cleaned
-	 * the data) must not name an object destroyed: each file whose data
-	 * is all written and committed (the caller synced) is sealed, no
-	 * commit being asked for it, and drained. One still holding data is
-	 * written back and committed by the shutdown, its commits sent. */
+	 * sent as the last writes were answered, beside the one that cleaned
+	 * the data) must not name an object destroyed: the backend sends no
+	 * commit of its own from here on, and every file is drained. Each
+	 * whose data is all written and committed (the caller synced) is
+	 * sealed too, no commit being asked for it; one still holding data is
+	 * written back and committed by the shutdown, with the engine's
+	 * commits, one of an object at a time. */
+	if (fs->be->seal)
+		fs->be->seal(fs, NULL, true);
 	for (i = 0; fs->be->drain && i < UFS_HASH; i++) {
 		struct ufs_inode *ino;
 
 		for (ino = fs->itable[i]; ino; ino = ino->next) {
-			if (inode_holds(ino, true))
-				continue;
-			if (fs->be->seal)
+			if (fs->be->seal && !inode_holds(ino, true))
 				fs->be->seal(fs, ino->file, true);
 			fs->be->drain(fs, ino->file);
 		}

@@ -281,7 +281,7 @@ int nfsb_commit(void *ctx, us_object *obj, enum us_reason reason)
 void nfsb_early_commit(struct nb *nb, struct ufs_bfile *f, us_object *obj, uint64_t bytes)
 {
 	if (atomic_fetch_add(&f->acked, bytes) + bytes < NB_EARLY_BYTES ||
-	    atomic_load(&f->early) >= NB_EARLY_COMMITS)
+	    atomic_load(&f->early) >= NB_EARLY_COMMITS || atomic_load(&nb->no_early))
 		return;
 	/* Not sent (no memory, the mount stopping): the engine's commits
 	 * remain. */
@@ -292,6 +292,10 @@ void nfsb_seal(struct ufs *fs, struct ufs_bfile *f, bool sealed)
 {
 	struct nb *nb = nb_of(fs);
 
+	if (!f) {
+		atomic_store(&nb->no_early, sealed);
+		return;
+	}
 	ufs_mutex_lock(&nb->lock, UFS_RANK_NFS);
 	f->sealed = sealed;
 	ufs_mutex_unlock(&nb->lock, UFS_RANK_NFS);

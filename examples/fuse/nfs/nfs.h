@@ -374,6 +374,9 @@ struct nb {
 	/* The server answered READDIRPLUS3 with NFS3ERR_NOTSUPP: directories
 	 * are read with READDIR3 (handles.c nfsb_readdir()). */
 	atomic_bool no_rdplus;
+	/* The engine is shutting down: no commit of the backend's own is
+	 * sent (nfsb_seal() of no file). */
+	atomic_bool no_early;
 
 	/* statistics (atomic: the stats thread reads them) */
 	atomic_uint_fast64_t writes, write_bytes, stable_replies, commits, verf_changes, lost_bufs,
