@@ -196,9 +196,9 @@ have machine || { echo "results: no $dir/machine.json: run with --run first" >&2
 			(.runs[] | "| \(.limit_mib) | \(.fuse_mb_s) | \(.passthrough_mb_s) | \(.ratio_passthrough) | \(.fuse_writeback_mb_s) | \(.ratio_fuse_writeback) | \(.kernel_mb_s) | \(.ratio_kernel) | \(.max_stall_ms) |"),
 			"",
 			(if (.fio | length) > 0 then
-				"| fio at 60 MiB | unstable-fuse MB/s | passthrough | × | `passthrough_ll -o cache=never` | × | FUSE writeback cache | × (target ≥ 1.0) | kernel | × | unstable-fuse `--kernel-writeback --trust-backing` | × `passthrough_ll -o writeback` |",
-				"|---|---|---|---|---|---|---|---|---|---|---|---|",
-				(.fio[] | "| \(.rw) bs=\(.bs / 1024)K × \(.numjobs) | \(.fuse_mb_s) | \(.passthrough_mb_s) | \(.ratio_passthrough) | \(.passthrough_ll_never_mb_s) | \(.ratio_ll_never) | \(.fuse_writeback_mb_s) | \(.ratio_fuse_writeback) | \(.kernel_mb_s) | \(.ratio_kernel) | \(.fuse_kwb_trust_mb_s // "not run") | \(.ratio_kwb_trust_ll_writeback // "") |"),
+				"| fio at 60 MiB | unstable-fuse MB/s | passthrough | × | `passthrough_ll -o cache=never` | × | FUSE writeback cache | × (target ≥ 1.0) | kernel | × | unstable-fuse `--kernel-writeback` | × `passthrough_ll -o writeback` | the same, `--trust-backing` | × |",
+				"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+				(.fio[] | "| \(.rw) bs=\(.bs / 1024)K × \(.numjobs) | \(.fuse_mb_s) | \(.passthrough_mb_s) | \(.ratio_passthrough) | \(.passthrough_ll_never_mb_s) | \(.ratio_ll_never) | \(.fuse_writeback_mb_s) | \(.ratio_fuse_writeback) | \(.kernel_mb_s) | \(.ratio_kernel) | \(.fuse_kwb_mb_s // "not run") | \(.ratio_kwb_ll_writeback // "") | \(.fuse_kwb_trust_mb_s // "not run") | \(.ratio_kwb_trust_ll_writeback // "") |"),
 				""
 			else empty end),
 			(if .cp then
