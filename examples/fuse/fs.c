@@ -2745,8 +2745,8 @@ static void *ufs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	 * the kernel asks at every stat). */
 	cfg->attr_timeout = ufs_self()->be->shared ? (double)ufs_self()->opt.attr_cache_ns / 1e9 : 1.0;
 	/* The filesystem is the cache: the kernel writes through to it;
-	 * unless --kernel-writeback (meant with --no-cache: the kernel's page
-	 * cache in front of an uncached client, for comparison). */
+	 * unless --kernel-writeback (the kernel's page cache in front of this
+	 * one, or of an uncached client with --no-cache). */
 	if (ufs_self()->opt.kernel_writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	else

@@ -50,7 +50,14 @@ if "fuse" in only:
     w = j["workloads"]
     if "randwrite" in w:  # (when fio is installed)
         assert w["randwrite"]["fuse_mb_s"] > 0 and w["randwrite"]["nocache_mb_s"] > 0, w
+        # the kernel writeback cache over --no-cache, a run a round
+        assert w["randwrite"]["kernel_writeback_mb_s"] > 0, w
+        assert len(w["randwrite"]["kernel_writeback_all"]) == 1, w
+        assert w["randwrite"]["ratio_kernel_writeback"] > 0, w
+        assert w["randwrite"]["fuse_kwb_mb_s"] > 0 and len(w["randwrite"]["fuse_kwb_all"]) == 1, w
     assert w["cp"]["fuse_s"] > 0 and w["cp"]["nocache_s"] > 0 and w["cp"]["ratio_nocache"] > 0, w
+    assert w["cp"]["kernel_writeback_s"] > 0 and w["cp"]["ratio_kernel_writeback"] > 0, w
+    assert w["cp"]["fuse_kwb_s"] > 0 and w["cp"]["ratio_fuse_kwb_kernel_writeback"] > 0, w
 else:
     assert j["workloads"] == {}, j
     assert r["fuse_nfs_mb_s"] is None and r["ratio_raw"] is None, r
