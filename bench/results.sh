@@ -227,9 +227,9 @@ have machine || { echo "results: no $dir/machine.json: run with --run first" >&2
 			"|---|---|---|---|---|---|",
 			(.runs[] | "| \(.limit_mib) | \(.fuse_nfs_mb_s) | \(.ratio_raw // "") | \(.ratio_nocache // "") | \(.ratio_kernel_writeback // "OOM-killed") | \(.max_stall_ms // "") |"),
 			"",
-			(if .workloads.randwrite or .workloads.cp then "| workload at 60 MiB | NFS backend | without cache | ratio |", "|---|---|---|---|" else empty end),
-			(if .workloads.randwrite then "| fio randwrite 4 KiB, \(.workloads.randwrite.size_mib) MiB | \(.workloads.randwrite.fuse_mb_s) MB/s | \(.workloads.randwrite.nocache_mb_s) MB/s | \(.workloads.randwrite.ratio_nocache)× |" else empty end),
-			(if .workloads.cp then "| `cp -a \(.workloads.cp.src)` (\(.workloads.cp.entries) entries) + sync | \(.workloads.cp.fuse_s) s | \(.workloads.cp.nocache_s) s | \(.workloads.cp.ratio_nocache)× the time (target ≤ 0.5) |" else empty end)
+			(if .workloads.randwrite or .workloads.cp then "| workload at 60 MiB | NFS backend | without cache | ratio | kernel FUSE writeback cache over `--no-cache` | NFS backend × it | `--kernel-writeback` with the cache | × it |", "|---|---|---|---|---|---|---|---|" else empty end),
+			(if .workloads.randwrite then "| fio randwrite 4 KiB, \(.workloads.randwrite.size_mib) MiB | \(.workloads.randwrite.fuse_mb_s) MB/s | \(.workloads.randwrite.nocache_mb_s) MB/s | \(.workloads.randwrite.ratio_nocache)× | \(.workloads.randwrite.kernel_writeback_mb_s // "not run") | \(.workloads.randwrite.ratio_kernel_writeback // "") | \(.workloads.randwrite.fuse_kwb_mb_s // "not run") | \(.workloads.randwrite.ratio_fuse_kwb_kernel_writeback // "") |" else empty end),
+			(if .workloads.cp then "| `cp -a \(.workloads.cp.src)` (\(.workloads.cp.entries) entries) + sync | \(.workloads.cp.fuse_s) s | \(.workloads.cp.nocache_s) s | \(.workloads.cp.ratio_nocache)× the time (target ≤ 0.5) | \(.workloads.cp.kernel_writeback_s // "not run") | \(.workloads.cp.ratio_kernel_writeback // "") | \(.workloads.cp.fuse_kwb_s // "not run") | \(.workloads.cp.ratio_fuse_kwb_kernel_writeback // "") |" else empty end)
 		' "$dir/nfs.json"
 	else
 		echo "Not in this run: the latest figures, with their commands, are in [nfs.md](nfs.md)."

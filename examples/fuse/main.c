@@ -108,7 +108,7 @@ static void usage(FILE *f)
 		"                          once (NFS: WRITE3 FILE_SYNC), for comparison\n"
 		"  --kernel-writeback      let the kernel cache writes too (FUSE writeback cache):\n"
 		"                          fastest for random rewrites; the kernel then keeps\n"
-		"                          sizes and times itself (see the manual)\n"
+		"                          every cached file's size and times (see the manual)\n"
 		"  --no-hugepages          the cache's memory in 4 KiB pages (default: advised for\n"
 		"                          transparent huge pages, one page fault per 2 MiB)\n"
 		"  --buffered-writeback    backing directory: write everything back through the\n"

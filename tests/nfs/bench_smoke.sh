@@ -58,6 +58,7 @@ if "fuse" in only:
     assert w["cp"]["fuse_s"] > 0 and w["cp"]["nocache_s"] > 0 and w["cp"]["ratio_nocache"] > 0, w
     assert w["cp"]["kernel_writeback_s"] > 0 and w["cp"]["ratio_kernel_writeback"] > 0, w
     assert w["cp"]["fuse_kwb_s"] > 0 and w["cp"]["ratio_fuse_kwb_kernel_writeback"] > 0, w
+    assert len(w["cp"]["kernel_writeback_all"]) == 1 and len(w["cp"]["fuse_kwb_all"]) == 1, w
 else:
     assert j["workloads"] == {}, j
     assert r["fuse_nfs_mb_s"] is None and r["ratio_raw"] is None, r
