@@ -42,6 +42,11 @@ struct ufs_backend {
 	/* Its flush writes back only the dirty pages of a chunk that has some
 	 * (ufs_pages_take()): the writers then keep track of them. */
 	bool page_writeback;
+	/* The chunks' size without --chunk (0: UFS_CHUNK_DEFAULT). A server
+	 * whose write-back costs round trips and a commit each time (NFS)
+	 * takes smaller chunks: a max then holds more of scattered small
+	 * writes, and each write-back cycle moves more of them. */
+	uint64_t chunk_default;
 	/* Its flush reads the chunks across its write without data_lock
 	 * (ufuse.h): a writer waits for a chunk's write-back to end before it
 	 * copies into the pages that write-back took (all of a chunk that

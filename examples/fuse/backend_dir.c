@@ -269,7 +269,7 @@ static int write_pages(int fd, us_buf *const *bufs, size_t n, const uint32_t *bi
 	unsigned p;
 
 	for (i = 0; i < n; i++) {
-		for (p = 0; p < 32; p++) {
+		for (p = 0; p < ufs_chunk_pages(); p++) {
 			uint64_t at = us_buf_offset(bufs[i]) + p * UFS_PAGE_BYTES, len;
 			bool dirty = at < end && (!bits[i] || (bits[i] >> p & 1));
 			char *data = (char *)us_buf_data(bufs[i]) + p * UFS_PAGE_BYTES;
@@ -351,7 +351,7 @@ static int dir_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, u
 	/* Chunks written in part since they were clean: their dirty pages
 	 * only. */
 	for (i = 0; i < n; i++) {
-		bits[i] = ufs_pages_take(ino, us_buf_offset(bufs[i]) / UFS_CHUNK_BYTES);
+		bits[i] = ufs_pages_take(ino, us_buf_offset(bufs[i]) / ufs_chunk_bytes);
 		partial |= bits[i] != 0;
 	}
 	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);

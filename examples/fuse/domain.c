@@ -302,10 +302,12 @@ void ufs_stats_write(struct ufs *fs, FILE *f)
 	 * writeback_waits and writeback_passes: writes into a chunk under
 	 * write-back that waited for it to end, and that did not (fs.c
 	 * ufs_write()); trusted_commits: commits taken as done without an
-	 * fdatasync (--trust-backing). */
+	 * fdatasync (--trust-backing); chunk_bytes: the chunks' size
+	 * (--chunk, or the backend's). */
 	fprintf(f,
-		"cache\ndropped_behind %llu\nclosed_files %u\nfill_bytes %llu\n"
+		"cache\nchunk_bytes %llu\ndropped_behind %llu\nclosed_files %u\nfill_bytes %llu\n"
 		"writeback_waits %llu\nwriteback_passes %llu\ntrusted_commits %llu\n\n",
+		(unsigned long long)fs->opt.chunk_bytes,
 		(unsigned long long)atomic_load(&fs->dropped_behind), nclosed,
 		(unsigned long long)atomic_load(&fs->fill_bytes),
 		(unsigned long long)atomic_load(&fs->wb_waits),

@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+uint64_t ufs_chunk_bytes = UFS_CHUNK_DEFAULT;
+
 /* Closed files kept at most (see "Closed files" below), and at most within
  * the descriptors the process may open: the hard cap a half of
  * RLIMIT_NOFILE, the soft one a quarter (ufs_engine_start()). */
@@ -810,7 +812,7 @@ static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 	wrlock(&ino->data_lock, UFS_RANK_DATA);
 	rc = fs->be->ftruncate(fs, ino->file, size);
 	if (rc == 0) {
-		uint64_t old = ino->size, tail = size % UFS_CHUNK_BYTES;
+		uint64_t old = ino->size, tail = size % ufs_chunk_bytes;
 		struct stat st;
 		us_buf *b;
 
@@ -828,14 +830,14 @@ static int inode_truncate(struct ufs *fs, struct ufs_inode *ino, uint64_t size)
 		}
 		atomic_store(&ino->times_applied, false);
 		if (size < old && tail && us_buf_lookup(ino->obj, size, &b) == 0) {
-			memset((char *)us_buf_data(b) + tail, 0, UFS_CHUNK_BYTES - tail);
+			memset((char *)us_buf_data(b) + tail, 0, ufs_chunk_bytes - tail);
 			us_buf_put(b);
 		}
 	}
 	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 	ufs_rwlock_unlock(&ino->wb_lock, UFS_RANK_WB);
 	if (rc == 0)
-		drop_from(ino, (size + UFS_CHUNK_BYTES - 1) / UFS_CHUNK_BYTES * UFS_CHUNK_BYTES);
+		drop_from(ino, (size + ufs_chunk_bytes - 1) / ufs_chunk_bytes * ufs_chunk_bytes);
 	ufs_rwlock_unlock(&ino->io_lock, UFS_RANK_IO);
 	return rc;
 }
@@ -973,7 +975,7 @@ static int inode_writeback(struct ufs_handle *h, struct ufs_inode *ino)
 			state = us_buf_state(b);
 			us_buf_put(b);
 			if (state == US_BUF_DIRTY)
-				us_object_flush(ino->obj, offs[i], UFS_CHUNK_BYTES, 0);
+				us_object_flush(ino->obj, offs[i], ufs_chunk_bytes, 0);
 			if (state == US_BUF_DIRTY || state == US_BUF_WRITEBACK)
 				offs[k++] = offs[i];
 		}
@@ -1074,18 +1076,18 @@ static int chunk_fill(struct ufs *fs, struct ufs_inode *ino, us_buf *b)
 	ssize_t r;
 
 	ufs_loop_yield();
-	r = fs->be->pread(fs, ino->file, us_buf_data(b), UFS_CHUNK_BYTES, us_buf_offset(b));
+	r = fs->be->pread(fs, ino->file, us_buf_data(b), ufs_chunk_bytes, us_buf_offset(b));
 
 	if (r < 0)
 		return (int)r;
 	atomic_fetch_add(&fs->fill_bytes, (uint64_t)r);
-	memset((char *)us_buf_data(b) + r, 0, UFS_CHUNK_BYTES - (uint64_t)r);
+	memset((char *)us_buf_data(b) + r, 0, ufs_chunk_bytes - (uint64_t)r);
 	return 0;
 }
 
 /* The page map (ufuse.h struct ufs_pmap): open addressing. */
-_Static_assert(UFS_CHUNK_BYTES / UFS_PAGE_BYTES == 32, "a chunk's pages in 32 bits");
-#define UFS_ALL_PAGES UINT32_MAX
+_Static_assert(UFS_CHUNK_MAX / UFS_PAGE_BYTES <= 32, "a chunk's pages in 32 bits");
+#define UFS_ALL_PAGES ufs_all_pages()
 
 static size_t pmap_slot(const struct ufs_pmap *m, uint64_t key)
 {
@@ -1116,7 +1118,7 @@ static bool pmap_live(const struct ufs_inode *ino, const struct ufs_pmap *m, siz
 
 	if (!m->key[i] || (!atomic_load(&m->bits[i]) && m->valid[i] == UFS_ALL_PAGES))
 		return false;
-	if (us_buf_lookup(ino->obj, (m->key[i] - 1) * UFS_CHUNK_BYTES, &b) != 0)
+	if (us_buf_lookup(ino->obj, (m->key[i] - 1) * ufs_chunk_bytes, &b) != 0)
 		return false;
 	us_buf_put(b);
 	return true;
@@ -1206,7 +1208,7 @@ static uint32_t page_bits(uint64_t off, uint64_t n)
 	unsigned first = (unsigned)(off / UFS_PAGE_BYTES);
 	unsigned count = (unsigned)((off + n - 1) / UFS_PAGE_BYTES) - first + 1;
 
-	return count >= 32 ? UFS_ALL_PAGES : ((1u << count) - 1) << first;
+	return count >= ufs_chunk_pages() ? UFS_ALL_PAGES : ((1u << count) - 1) << first;
 }
 
 uint32_t ufs_pages_take(struct ufs_inode *ino, uint64_t chunk)
@@ -1322,10 +1324,10 @@ static uint32_t fresh_valid(const struct ufs_inode *ino, uint64_t co)
 
 	if (ino->size <= co)
 		return UFS_ALL_PAGES;
-	if (ino->size >= co + UFS_CHUNK_BYTES)
+	if (ino->size >= co + ufs_chunk_bytes)
 		return 0;
 	zero_from = (ino->size - co + UFS_PAGE_BYTES - 1) / UFS_PAGE_BYTES;
-	return zero_from >= 32 ? 0 : UFS_ALL_PAGES << zero_from;
+	return zero_from >= ufs_chunk_pages() ? 0 : (UFS_ALL_PAGES << zero_from) & UFS_ALL_PAGES;
 }
 
 /* Zeroes the pages of fresh chunk b that are valid (past the size) and
@@ -1336,14 +1338,14 @@ static void zero_fresh(us_buf *b, uint32_t valid, uint64_t off, uint64_t n)
 	uint64_t whole_to = (off + n) / UFS_PAGE_BYTES;
 	unsigned p = 0;
 
-	while (p < 32) {
+	while (p < ufs_chunk_pages()) {
 		unsigned q;
 
 		if (!(valid >> p & 1) || (p >= whole_from && p < whole_to)) {
 			p++;
 			continue;
 		}
-		for (q = p + 1; q < 32 && (valid >> q & 1) && !(q >= whole_from && q < whole_to); q++)
+		for (q = p + 1; q < ufs_chunk_pages() && (valid >> q & 1) && !(q >= whole_from && q < whole_to); q++)
 			;
 		memset((char *)us_buf_data(b) + p * UFS_PAGE_BYTES, 0, (q - p) * UFS_PAGE_BYTES);
 		p = q;
@@ -1413,8 +1415,8 @@ static bool room_at_hand(struct ufs_inode *ino)
 
 		if (us_domain_get_limit(d, US_LIMIT_MAX, &max) != 0 || us_domain_stats(d, &st) != 0)
 			return false;
-		if (max != US_UNLIMITED && st.charged_bytes + UFS_CHUNK_BYTES > max &&
-		    st.evictable_bytes < UFS_CHUNK_BYTES)
+		if (max != US_UNLIMITED && st.charged_bytes + ufs_chunk_bytes > max &&
+		    st.evictable_bytes < ufs_chunk_bytes)
 			return false;
 	}
 	return true;
@@ -1561,8 +1563,8 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 	if (h->direct && atomic_load(&ino->privs) && fuse_get_context()->uid != 0)
 		killed = privs_kill(fs, h);
 	while (done < size) {
-		uint64_t pos = (uint64_t)off + done, co = pos - pos % UFS_CHUNK_BYTES;
-		uint64_t n = min_u64(size - done, co + UFS_CHUNK_BYTES - pos);
+		uint64_t pos = (uint64_t)off + done, co = pos - pos % ufs_chunk_bytes;
+		uint64_t n = min_u64(size - done, co + ufs_chunk_bytes - pos);
 		uint32_t valid = UFS_ALL_PAGES;
 		enum us_buf_state state;
 		uint64_t pause;
@@ -1575,19 +1577,19 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		 * before anyone can see it (io_lock keeps readers out, and the
 		 * buffer is clean until dirtied): no need to zero it. Nor for a
 		 * part of it with a page map: see "Partial writes". */
-		flags = n == UFS_CHUNK_BYTES || fs->be->page_writeback ? US_GET_UNINIT : 0;
+		flags = n == ufs_chunk_bytes || fs->be->page_writeback ? US_GET_UNINIT : 0;
 		/* A cached chunk is taken without a charge. Making room for
 		 * a new one may write back and commit on this thread, even
 		 * with US_GET_NOWAIT: another thread reads requests meanwhile. */
-		rc = us_buf_get(ino->obj, co, UFS_CHUNK_BYTES, US_GET_NOCREATE, &b);
+		rc = us_buf_get(ino->obj, co, ufs_chunk_bytes, US_GET_NOCREATE, &b);
 		if (rc == -ENOENT) {
 			if (!room_at_hand(ino))
 				ufs_loop_yield();
-			rc = us_buf_get(ino->obj, co, UFS_CHUNK_BYTES, flags | US_GET_NOWAIT, &b);
+			rc = us_buf_get(ino->obj, co, ufs_chunk_bytes, flags | US_GET_NOWAIT, &b);
 		}
 		if (rc == -EAGAIN) {
 			ufs_loop_yield();
-			rc = us_buf_get(ino->obj, co, UFS_CHUNK_BYTES, flags, &b);
+			rc = us_buf_get(ino->obj, co, ufs_chunk_bytes, flags, &b);
 		}
 		if (rc < 0)
 			break;
@@ -1601,8 +1603,8 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		 * the pages past the size, if it cannot be dropped. */
 		if (fresh && fs->be->page_writeback) {
 			wrlock(&ino->data_lock, UFS_RANK_DATA);
-			rc = pages_fresh(fs, ino, b, co / UFS_CHUNK_BYTES,
-					 n == UFS_CHUNK_BYTES ? UFS_ALL_PAGES : fresh_valid(ino, co));
+			rc = pages_fresh(fs, ino, b, co / ufs_chunk_bytes,
+					 n == ufs_chunk_bytes ? UFS_ALL_PAGES : fresh_valid(ino, co));
 			ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 			if (rc < 0) {
 				if (us_buf_drop(b) != 0)
@@ -1610,14 +1612,14 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 				break;
 			}
 			if (rc == 0)
-				zero_fresh(b, pages_valid(ino, co / UFS_CHUNK_BYTES), pos - co, n);
+				zero_fresh(b, pages_valid(ino, co / ufs_chunk_bytes), pos - co, n);
 		}
-		if (n < UFS_CHUNK_BYTES) {
+		if (n < ufs_chunk_bytes) {
 			/* Without a page map, a new chunk is read whole first. */
 			if (!fs->be->page_writeback) {
 				rc = fresh ? chunk_fill(fs, ino, b) : 0;
 			} else {
-				valid = pages_valid(ino, co / UFS_CHUNK_BYTES);
+				valid = pages_valid(ino, co / ufs_chunk_bytes);
 				rc = fill_edges(fs, ino, b, valid, pos - co, n);
 			}
 			if (rc < 0) {
@@ -1634,7 +1636,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 		 * its own, and the chunk is written again for these). */
 		while (fs->be->unlocked_writeback && state == US_BUF_WRITEBACK &&
 		       (!fs->be->page_writeback ||
-			pages_busy(ino, co / UFS_CHUNK_BYTES, page_bits(pos - co, n)))) {
+			pages_busy(ino, co / ufs_chunk_bytes, page_bits(pos - co, n)))) {
 			if (!waited)
 				atomic_fetch_add(&fs->wb_waits, 1);
 			waited = true;
@@ -1647,7 +1649,7 @@ static int ufs_write(const char *path, const char *buf, size_t size, off_t off,
 			atomic_fetch_add(&fs->wb_passes, 1);
 		memcpy((char *)us_buf_data(b) + (pos - co), buf + done, n);
 		if (fs->be->page_writeback)
-			pages_note(ino, state, co / UFS_CHUNK_BYTES, pos - co, n);
+			pages_note(ino, state, co / ufs_chunk_bytes, pos - co, n);
 		if (pos + n > ino->size)
 			ino->size = pos + n;
 		ino->mtime = write_time(ino);
@@ -1696,14 +1698,14 @@ static int ufs_read(const char *path, char *buf, size_t size, off_t off, struct 
 	}
 	end = min_u64((uint64_t)off + size, ino->size);
 	for (pos = (uint64_t)off; pos < end;) {
-		uint64_t co = pos - pos % UFS_CHUNK_BYTES;
-		uint64_t n = min_u64(end - pos, co + UFS_CHUNK_BYTES - pos);
+		uint64_t co = pos - pos % ufs_chunk_bytes;
+		uint64_t n = min_u64(end - pos, co + ufs_chunk_bytes - pos);
 		char *out = buf + (pos - (uint64_t)off);
 		us_buf *b;
 
 		if (us_buf_lookup(ino->obj, pos, &b) == 0) {
 			uint32_t valid = fs->be->page_writeback ?
-						 pages_valid(ino, co / UFS_CHUNK_BYTES) :
+						 pages_valid(ino, co / ufs_chunk_bytes) :
 						 UFS_ALL_PAGES;
 
 			if (valid == UFS_ALL_PAGES)

@@ -3,7 +3,7 @@
  *               [--max SIZE] [--domain-by cgroup|uid|none] [--cgroup-percent N]
  *               [--commit-interval TIME] [--dirty-expire TIME] [--stats FILE]
  *               [--flushers N]
- *               [--dirty-ratio N] [--dirty-max SIZE] [--clean-max SIZE]
+ *               [--dirty-ratio N] [--dirty-max SIZE] [--chunk SIZE] [--clean-max SIZE]
  *               [--xattr] [--rpcs N] [--ns-conns N] [--attr-cache TIME] [--no-cache]
  *               [--kernel-writeback] [--no-hugepages]
  *               [--direct-writeback|--buffered-writeback] [--trust-backing] [-V] [-h]
@@ -84,6 +84,9 @@ static void usage(FILE *f)
 		"  --dirty-max SIZE        the most dirty, writeback and unstable data in all,\n"
 		"                          background writeback from half of it, when the ratio\n"
 		"                          gives more (default 64M; 0: the ratio's)\n"
+		"  --chunk SIZE            the size of the chunks data is cached in, a power of\n"
+		"                          two from 4K to 128K (default 128K; NFS: 16K):\n"
+		"                          smaller ones hold more of scattered small writes\n"
 		"  --clean-max SIZE        clean (written back and committed) data a domain keeps\n"
 		"                          for reads; beyond it writers drop clean chunks of their\n"
 		"                          file behind (default 32M; max: keep up to the max)\n"
@@ -130,8 +133,8 @@ static void usage(FILE *f)
 		"  -h, --help              this text and the other FUSE options\n"
 		"\n"
 		"SIZE: bytes, or with K, M, G or T (KiB..TiB). TIME: seconds, or with ms, s or m.\n"
-		"Data is cached in chunks of %llu KiB.\n",
-		UFS_DEFAULT_THREADS, (unsigned long long)(UFS_CHUNK_BYTES >> 10));
+		"Data is cached in chunks of %llu KiB (NFS: 16 KiB) unless --chunk says.\n",
+		UFS_DEFAULT_THREADS, (unsigned long long)(UFS_CHUNK_DEFAULT >> 10));
 }
 
 static int bad(const char *fmt, const char *arg)
@@ -375,7 +378,7 @@ static int option_value(int argc, char **argv, int *i, const char **val)
 		"--max",	  "--domain-by", "--cgroup-percent", "--commit-interval",
 		"--stats",	  "--flushers",	 "--dirty-ratio",    "--rpcs",
 		"--dirty-expire", "--clean-max", "--dirty-max",	     "--close",
-		"--attr-cache",	  "--ns-conns"
+		"--attr-cache",	  "--ns-conns",	 "--chunk"
 	};
 	size_t k;
 
@@ -489,6 +492,12 @@ static int set_option(struct ufs_options *o, const char *a, const char *val)
 			o->close_sync = false, o->close_wait = false;
 		else
 			return bad("--close: '%s' is not start, writeback or sync", val);
+	} else if (strncmp(a, "--chunk", 7) == 0) {
+		uint64_t c;
+
+		if (parse_size(val, &c) || c < UFS_PAGE_BYTES || c > UFS_CHUNK_MAX || (c & (c - 1)))
+			return bad("--chunk: '%s' is not a power of two from 4K to 128K", val);
+		o->chunk_bytes = c;
 	} else if (strncmp(a, "--attr-cache", 12) == 0) {
 		if (strcmp(val, "0") == 0)
 			o->attr_cache_ns = 0;
@@ -591,6 +600,10 @@ static int backend_attach(struct ufs *fs, bool *attached)
 			   fs->opt.backing);
 #endif
 	}
+	ufs_chunk_bytes = fs->opt.chunk_bytes	   ? fs->opt.chunk_bytes :
+			  fs->be->chunk_default ? fs->be->chunk_default :
+						  UFS_CHUNK_DEFAULT;
+	fs->opt.chunk_bytes = ufs_chunk_bytes;
 	if (fs->opt.trust_backing && fs->be != &ufs_backend_dir)
 		return bad("%s--trust-backing: a backing directory only (an NFS server's "
 			   "UNSTABLE writes are kept until its COMMIT3)", "");

@@ -10,8 +10,9 @@
  * ufs_inode), keyed by the backing file's (st_dev, st_ino), with one
  * read-write backend file (a descriptor, or an NFS file handle) and one
  * engine object (unless --no-cache). The file's data is
- * cached in fixed chunks of UFS_CHUNK_BYTES (128 KiB) at chunk-aligned
- * offsets, one engine buffer each:
+ * cached in fixed chunks of ufs_chunk_bytes (--chunk: 4 to 128 KiB, a power
+ * of two; 128 KiB by default) at chunk-aligned offsets, one engine buffer
+ * each:
  *
  *   write    each chunk touched: us_buf_get() (the charge may wait for
  *            reclaim), the data is copied in, us_buf_dirty() (which
@@ -166,7 +167,14 @@ enum ufs_lock_rank {
 /* The witness, and the lock helpers every lock site goes through. */
 #include "witness.h"
 
-#define UFS_CHUNK_BYTES ((uint64_t)128 << 10)
+/*
+ * The size of every chunk (--chunk), set once before the mount, read-only
+ * after (one mount a process): a power of two from UFS_PAGE_BYTES to
+ * UFS_CHUNK_MAX, so that a chunk's pages fit the 32 bits of a page map.
+ */
+#define UFS_CHUNK_DEFAULT ((uint64_t)128 << 10)
+#define UFS_CHUNK_MAX ((uint64_t)128 << 10)
+extern uint64_t ufs_chunk_bytes;
 
 /* The smaller of a and b. */
 static inline uint64_t min_u64(uint64_t a, uint64_t b)
@@ -207,6 +215,8 @@ struct ufs_options {
 	bool close_sync;	  /* --close=sync: a close that wrote is an fsync */
 	bool close_wait;	  /* --close=writeback: it waits for the write-back */
 	uint64_t attr_cache_ns;	  /* NFS: how long attributes by path are kept (0: not) */
+	uint64_t chunk_bytes;	  /* --chunk: the chunks' size (0: the backend's); then
+				     the size taken (ufs_chunk_bytes) */
 };
 
 /*
@@ -229,6 +239,19 @@ struct ufs_options {
  * the take comes after the writer's copy (data_lock).
  */
 #define UFS_PAGE_BYTES ((uint64_t)4096)
+
+/* A chunk's pages, and the map of them all (every bit of a chunk's). */
+static inline unsigned ufs_chunk_pages(void)
+{
+	return (unsigned)(ufs_chunk_bytes / UFS_PAGE_BYTES);
+}
+
+static inline uint32_t ufs_all_pages(void)
+{
+	unsigned n = ufs_chunk_pages();
+
+	return n >= 32 ? UINT32_MAX : ((uint32_t)1 << n) - 1;
+}
 struct ufs_pmap {
 	uint64_t *key; /* chunk index + 1; 0: a free slot */
 	_Atomic uint32_t *bits;

@@ -35,6 +35,12 @@ expect2 "$dir/b" "$dir/m" --clean-max -1
 expect2 "$dir/b" "$dir/m" --dirty-max 1K
 expect2 "$dir/b" "$dir/m" --dirty-max
 expect2 "$dir/b" "$dir/m" --stats ""
+for c in "" 0 2K 3K 12K 256K 1M nan -4K 4K7; do
+	expect2 "$dir/b" "$dir/m" --chunk "$c"
+done
+expect2 "$dir/b" "$dir/m" --chunk
+msg=$("$UFS" "$dir/b" "$dir/m" --chunk 12K 2>&1)
+grep -q -- "--chunk" <<<"$msg" || { echo "FAIL: a bad --chunk refused without naming it: $msg" >&2; exit 1; }
 expect2 "$dir/b" "$dir/m" --direct-writeback --buffered-writeback
 expect2 nfs://127.0.0.1/export "$dir/m" --trust-backing
 msg=$("$UFS" nfs://127.0.0.1/export "$dir/m" --trust-backing 2>&1)

@@ -11,8 +11,10 @@
 # (fuse_fsx_buffered: --buffered-writeback, which must then have written no
 # run O_DIRECT, where the default must have written some wherever the
 # backing filesystem takes O_DIRECT; fuse_fsx_dropbehind: --clean-max 0,
-# which must have dropped clean chunks behind). Every run must have written
-# chunks written in part as their dirty pages alone.
+# which must have dropped clean chunks behind; fuse_fsx_chunk4k: --chunk 4K,
+# chunks of a page). Every run must have written chunks written in part as
+# their dirty pages alone (but in chunks of one page), in chunks of the size
+# asked.
 source "$(dirname "$0")/common.sh"
 
 FSX=${US_FSX:-$(dirname "$UFS")/../../tests/us-fuse-fsx}
@@ -51,10 +53,22 @@ if [[ ${US_FSX_UFS_ARGS:-} == *--buffered-writeback* ]]; then
 elif dd if=/dev/zero of="$WORK/odirect" bs=4096 count=1 oflag=direct status=none 2>/dev/null; then
 	[[ ${direct:-0} -gt 0 ]] || fail "no run written O_DIRECT (the default, and $WORK takes O_DIRECT)"
 fi
-[[ ${pages:-0} -gt 0 ]] || fail "no chunk written in part was written back as its dirty pages"
+# Chunks of one page (--chunk 4K) hold a page whole or nothing: none goes
+# as part of its pages.
+if [[ ${US_FSX_UFS_ARGS:-} == *"--chunk 4K"* ]]; then
+	[[ ${pages:-0} -eq 0 ]] || fail "chunks of one page written back in part: $pages ranges"
+else
+	[[ ${pages:-0} -gt 0 ]] || fail "no chunk written in part was written back as its dirty pages"
+fi
 if [[ ${US_FSX_UFS_ARGS:-} == *--clean-max* ]]; then
 	dropped=$(awk '$1 == "dropped_behind" { print $2 }' "$WORK/stats")
 	echo "clean chunks dropped behind: ${dropped:-none}"
 	[[ ${dropped:-0} -gt 0 ]] || fail "--clean-max dropped no chunk behind"
 fi
+# The chunks' size taken: --chunk's, or the backend's default.
+want=131072
+[[ ${US_FSX_UFS_ARGS:-} =~ --chunk\ ([0-9]+)K ]] && want=$((BASH_REMATCH[1] << 10))
+chunk=$(awk '$1 == "chunk_bytes" { print $2; exit }' "$WORK/stats")
+echo "chunks of ${chunk:-?} bytes"
+[[ $chunk == "$want" ]] || fail "chunks of ${chunk:-?} bytes, not $want"
 echo PASS

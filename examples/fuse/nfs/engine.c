@@ -30,20 +30,20 @@ static void fail_bufs(us_buf *const *bufs, size_t n, int err)
 static int send_pages(struct nb *nb, struct ufs_inode *ino, us_object *obj, us_buf *b,
 		      uint32_t bits, struct part *p)
 {
-	unsigned pg = 0;
+	unsigned pg = 0, npg = ufs_chunk_pages();
 
-	while (pg < 32) {
+	while (pg < npg) {
 		uint64_t from, to, end;
 		struct iovec iov[3];
 		struct req *r;
 		int rc;
 
-		while (pg < 32 && !(bits >> pg & 1))
+		while (pg < npg && !(bits >> pg & 1))
 			pg++;
-		if (pg == 32)
+		if (pg == npg)
 			return 0;
 		from = pg * UFS_PAGE_BYTES;
-		while (pg < 32 && (bits >> pg & 1))
+		while (pg < npg && (bits >> pg & 1))
 			pg++;
 		to = pg * UFS_PAGE_BYTES;
 		if ((rc = nfsb_wc_slot(nb, ino->file)))
@@ -96,7 +96,7 @@ int nfsb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_
 	struct ufs *fs = ctx;
 	struct nb *nb = nb_of(fs);
 	struct ufs_inode *ino = us_object_user(obj);
-	size_t i = 0, per = (size_t)(min_u64(nb->wsize, NB_RPC_BYTES) / UFS_CHUNK_BYTES);
+	size_t i = 0, per = (size_t)(min_u64(nb->wsize, NB_RPC_BYTES) / ufs_chunk_bytes);
 	uint32_t stack_bits[64], *bits;
 
 	(void)offset;
@@ -112,7 +112,7 @@ int nfsb_flush(void *ctx, us_object *obj, us_buf *const *bufs, size_t n, uint64_
 	/* The pages to write of chunks written in part (0: whole). */
 	ufs_rwlock_rdlock(&ino->data_lock, UFS_RANK_DATA);
 	for (i = 0; i < n; i++)
-		bits[i] = ufs_pages_take(ino, us_buf_offset(bufs[i]) / UFS_CHUNK_BYTES);
+		bits[i] = ufs_pages_take(ino, us_buf_offset(bufs[i]) / ufs_chunk_bytes);
 	ufs_rwlock_unlock(&ino->data_lock, UFS_RANK_DATA);
 	i = 0;
 	while (i < n) {

@@ -232,12 +232,12 @@ int nfsb_attach(struct ufs *fs, const char *target)
 	nb->rpc = nfs_get_rpc_context(nb->data);
 	nb->wsize = min_u64(nfs_get_writemax(nb->data), NB_MAX_WSIZE);
 	nb->rsize = min_u64(nfs_get_readmax(nb->data), NB_MAX_WSIZE);
-	if (nb->wsize < UFS_CHUNK_BYTES || nb->rsize < 4096) {
+	if (nb->wsize < ufs_chunk_bytes || nb->rsize < 4096) {
 		fprintf(stderr, "unstable-fuse: %s: the server's write size %llu is under %llu\n",
-			target, (unsigned long long)nb->wsize, (unsigned long long)UFS_CHUNK_BYTES);
+			target, (unsigned long long)nb->wsize, (unsigned long long)ufs_chunk_bytes);
 		goto fail;
 	}
-	nb->wsize -= nb->wsize % UFS_CHUNK_BYTES;
+	nb->wsize -= nb->wsize % ufs_chunk_bytes;
 	/* The write connection goes where the data context went: the
 	 * server's NFS port. */
 	nb->waddrlen = sizeof(nb->waddr);
@@ -411,7 +411,7 @@ void nfsb_stats(struct ufs *fs, FILE *f)
 		(unsigned long long)atomic_load(&nb->sealed_commits),
 		(unsigned long long)atomic_load(&nb->commit_resends),
 		(unsigned long long)atomic_load(&nb->verf_changes),
-		(unsigned long long)(atomic_load(&nb->lost_bufs) * UFS_CHUNK_BYTES),
+		(unsigned long long)(atomic_load(&nb->lost_bufs) * ufs_chunk_bytes),
 		(unsigned long long)atomic_load(&nb->reconnects),
 		(unsigned long long)atomic_load(&nb->wreconnects),
 		(unsigned long long)atomic_load(&nb->outage_ms),

@@ -1411,6 +1411,7 @@ const struct ufs_backend ufs_backend_nfs = {
 	.name = "nfs",
 	.shared = true,
 	.page_writeback = true,
+	.chunk_default = (uint64_t)16 << 10,
 	.unlocked_writeback = true,
 	.attach = nfsb_attach,
 	.start = nfsb_start,
