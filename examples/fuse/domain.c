@@ -27,7 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define UFS_MIN_DOMAIN_BYTES ((uint64_t)1 << 20) /* 8 chunks */
+#define UFS_MIN_DOMAIN_BYTES ((uint64_t)1 << 20) /* 8 chunks at most (--chunk) */
 
 /* cgroup v1 reports "no limit" as a large page-rounded number. */
 #define UFS_V1_UNLIMITED ((uint64_t)1 << 62)

@@ -85,7 +85,7 @@ static void usage(FILE *f)
 		"                          background writeback from half of it, when the ratio\n"
 		"                          gives more (default 64M; 0: the ratio's)\n"
 		"  --chunk SIZE            the size of the chunks data is cached in, a power of\n"
-		"                          two from 4K to 128K (default 128K; NFS: 16K):\n"
+		"                          two from 4K to 128K (default %lluK; NFS: %lluK):\n"
 		"                          smaller ones hold more of scattered small writes\n"
 		"  --clean-max SIZE        clean (written back and committed) data a domain keeps\n"
 		"                          for reads; beyond it writers drop clean chunks of their\n"
@@ -133,8 +133,10 @@ static void usage(FILE *f)
 		"  -h, --help              this text and the other FUSE options\n"
 		"\n"
 		"SIZE: bytes, or with K, M, G or T (KiB..TiB). TIME: seconds, or with ms, s or m.\n"
-		"Data is cached in chunks of %llu KiB (NFS: 16 KiB) unless --chunk says.\n",
-		UFS_DEFAULT_THREADS, (unsigned long long)(UFS_CHUNK_DEFAULT >> 10));
+		"Data is cached in chunks of %llu KiB (NFS: %llu KiB) unless --chunk says.\n",
+		(unsigned long long)(UFS_CHUNK_DEFAULT >> 10), (unsigned long long)(UFS_CHUNK_NFS >> 10),
+		UFS_DEFAULT_THREADS, (unsigned long long)(UFS_CHUNK_DEFAULT >> 10),
+		(unsigned long long)(UFS_CHUNK_NFS >> 10));
 }
 
 static int bad(const char *fmt, const char *arg)

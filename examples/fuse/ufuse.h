@@ -11,8 +11,8 @@
  * read-write backend file (a descriptor, or an NFS file handle) and one
  * engine object (unless --no-cache). The file's data is
  * cached in fixed chunks of ufs_chunk_bytes (--chunk: 4 to 128 KiB, a power
- * of two; 128 KiB by default) at chunk-aligned offsets, one engine buffer
- * each:
+ * of two; by default 128 KiB, the NFS backend's 16 KiB) at chunk-aligned
+ * offsets, one engine buffer each:
  *
  *   write    each chunk touched: us_buf_get() (the charge may wait for
  *            reclaim), the data is copied in, us_buf_dirty() (which
@@ -173,6 +173,7 @@ enum ufs_lock_rank {
  * UFS_CHUNK_MAX, so that a chunk's pages fit the 32 bits of a page map.
  */
 #define UFS_CHUNK_DEFAULT ((uint64_t)128 << 10)
+#define UFS_CHUNK_NFS ((uint64_t)16 << 10) /* the NFS backend's default */
 #define UFS_CHUNK_MAX ((uint64_t)128 << 10)
 extern uint64_t ufs_chunk_bytes;
 

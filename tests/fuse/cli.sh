@@ -41,6 +41,16 @@ done
 expect2 "$dir/b" "$dir/m" --chunk
 msg=$("$UFS" "$dir/b" "$dir/m" --chunk 12K 2>&1)
 grep -q -- "--chunk" <<<"$msg" || { echo "FAIL: a bad --chunk refused without naming it: $msg" >&2; exit 1; }
+# Good sizes pass the option's check: without a mount point the refusal is
+# about that, not --chunk.
+for c in 4K 16k 32K 131072 "=8K" "=128K"; do
+	[[ $c == =* ]] && set -- "--chunk$c" || set -- --chunk "$c"
+	msg=$("$UFS" "$dir/b" "$@" 2>&1)
+	if grep -q -- "--chunk" <<<"$msg" || ! grep -q "MOUNTPOINT" <<<"$msg"; then
+		echo "FAIL: unstable-fuse $dir/b $* (no mount point): $msg" >&2
+		exit 1
+	fi
+done
 expect2 "$dir/b" "$dir/m" --direct-writeback --buffered-writeback
 expect2 nfs://127.0.0.1/export "$dir/m" --trust-backing
 msg=$("$UFS" nfs://127.0.0.1/export "$dir/m" --trust-backing 2>&1)

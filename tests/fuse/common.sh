@@ -111,6 +111,24 @@ ufs_unmount() {
 # stat_of FILE DOMAIN KEY: a figure of one domain in a stats file ("/" is
 # the root; otherwise the domain whose "cgroup" line is DOMAIN, or whose
 # name is DOMAIN).
+# chunk_check STATS DEFAULT ARGS: fails unless the stats file says the
+# chunks were of the size ARGS ask with --chunk (N, NK or NM, "--chunk N"
+# or "--chunk=N"), or DEFAULT bytes without it; prints the size.
+chunk_check() {
+	local want=$2 got mult=1
+	if [[ $3 =~ --chunk[=\ ]([0-9]+)([kKmM]?) ]]; then
+		case ${BASH_REMATCH[2]} in
+		k | K) mult=1024 ;;
+		m | M) mult=1048576 ;;
+		esac
+		want=$((BASH_REMATCH[1] * mult))
+	fi
+	got=$(awk '$1 == "chunk_bytes" { print $2; exit }' "$1")
+	echo "chunks of ${got:-?} bytes"
+	[[ $got == "$want" ]] || fail "chunks of ${got:-?} bytes, not $want"
+	CHUNK=$got
+}
+
 stat_of() {
 	awk -v dom="$2" -v key="$3" '
 		BEGIN { RS = ""; FS = "\n" }

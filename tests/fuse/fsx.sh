@@ -11,8 +11,8 @@
 # (fuse_fsx_buffered: --buffered-writeback, which must then have written no
 # run O_DIRECT, where the default must have written some wherever the
 # backing filesystem takes O_DIRECT; fuse_fsx_dropbehind: --clean-max 0,
-# which must have dropped clean chunks behind; fuse_fsx_chunk4k: --chunk 4K,
-# chunks of a page). Every run must have written chunks written in part as
+# which must have dropped clean chunks behind; fuse_fsx_chunk4k and
+# fuse_fsx_chunk16k: --chunk 4K, chunks of a page, and --chunk 16K, four). Every run must have written chunks written in part as
 # their dirty pages alone (but in chunks of one page), in chunks of the size
 # asked.
 source "$(dirname "$0")/common.sh"
@@ -53,9 +53,11 @@ if [[ ${US_FSX_UFS_ARGS:-} == *--buffered-writeback* ]]; then
 elif dd if=/dev/zero of="$WORK/odirect" bs=4096 count=1 oflag=direct status=none 2>/dev/null; then
 	[[ ${direct:-0} -gt 0 ]] || fail "no run written O_DIRECT (the default, and $WORK takes O_DIRECT)"
 fi
+# The chunks' size taken: --chunk's, or the directory backend's 128 KiB.
+chunk_check "$WORK/stats" 131072 "${US_FSX_UFS_ARGS:-}"
 # Chunks of one page (--chunk 4K) hold a page whole or nothing: none goes
 # as part of its pages.
-if [[ ${US_FSX_UFS_ARGS:-} == *"--chunk 4K"* ]]; then
+if ((CHUNK == 4096)); then
 	[[ ${pages:-0} -eq 0 ]] || fail "chunks of one page written back in part: $pages ranges"
 else
 	[[ ${pages:-0} -gt 0 ]] || fail "no chunk written in part was written back as its dirty pages"
@@ -65,10 +67,4 @@ if [[ ${US_FSX_UFS_ARGS:-} == *--clean-max* ]]; then
 	echo "clean chunks dropped behind: ${dropped:-none}"
 	[[ ${dropped:-0} -gt 0 ]] || fail "--clean-max dropped no chunk behind"
 fi
-# The chunks' size taken: --chunk's, or the backend's default.
-want=131072
-[[ ${US_FSX_UFS_ARGS:-} =~ --chunk\ ([0-9]+)K ]] && want=$((BASH_REMATCH[1] << 10))
-chunk=$(awk '$1 == "chunk_bytes" { print $2; exit }' "$WORK/stats")
-echo "chunks of ${chunk:-?} bytes"
-[[ $chunk == "$want" ]] || fail "chunks of ${chunk:-?} bytes, not $want"
 echo PASS

@@ -19,7 +19,11 @@ else
 	ufs=
 fi
 rc=0
-out=$(UFS=$ufs RAW=$raw SIZE_MIB=16 ROUNDS=1 LIMITS=5 ONLY=$only FIO_MIB=4 \
+# UFS_ARGS reaches the client's runs (a chunk size not its default) and
+# the JSON names it.
+args=
+[[ -n $ufs ]] && args="--chunk 8K"
+out=$(UFS=$ufs UFS_ARGS=$args RAW=$raw SIZE_MIB=16 ROUNDS=1 LIMITS=5 ONLY=$only FIO_MIB=4 \
 	CP_SRC=$(dirname "$0") bash "$bench") || rc=$?
 echo "$out"
 [[ $rc -eq 77 ]] && exit 77
@@ -29,11 +33,12 @@ if ! command -v python3 >/dev/null; then
 	echo PASS
 	exit 0
 fi
-printf '%s' "$out" | ONLY=$only python3 -c '
+printf '%s' "$out" | ONLY=$only ARGS=$args python3 -c '
 import json, os, sys
 j = json.load(sys.stdin)
 only = os.environ["ONLY"].split()
 assert j["bytes"] == 16 << 20
+assert j["ufs_args"] == os.environ["ARGS"], j["ufs_args"]
 assert j["raw_mb_s"] > 0 and j["nfs_cp_mb_s"] > 0
 assert len(j["runs"]) == 1 and j["runs"][0]["limit_mib"] == 5
 r = j["runs"][0]

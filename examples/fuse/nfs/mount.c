@@ -233,7 +233,9 @@ int nfsb_attach(struct ufs *fs, const char *target)
 	nb->wsize = min_u64(nfs_get_writemax(nb->data), NB_MAX_WSIZE);
 	nb->rsize = min_u64(nfs_get_readmax(nb->data), NB_MAX_WSIZE);
 	if (nb->wsize < ufs_chunk_bytes || nb->rsize < 4096) {
-		fprintf(stderr, "unstable-fuse: %s: the server's write size %llu is under %llu\n",
+		fprintf(stderr,
+			"unstable-fuse: %s: the server's write size %llu is under the chunks' %llu "
+			"(--chunk)\n",
 			target, (unsigned long long)nb->wsize, (unsigned long long)ufs_chunk_bytes);
 		goto fail;
 	}
